@@ -1,0 +1,134 @@
+// Package client is the Go client of the limbs HTTP API, used by the CLI,
+// the control plane's tests and anyone embedding limbs. It speaks to limbsd
+// or to `limbs serve` (with a sandbox prefix) over a Unix socket or TCP.
+//
+// It must never hide an error: every non-2xx answer becomes an error that
+// wraps the matching wire sentinel.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Client talks to one limbs API endpoint.
+type Client struct {
+	base   string // e.g. http://limbs/v1 or http://127.0.0.1:7878/v1/sandboxes/sb_x
+	token  string
+	dial   func(ctx context.Context) (net.Conn, error)
+	socket string
+	http   *http.Client
+}
+
+// New returns a client for addr, which is unix:///path/to.sock,
+// http://host:port or host:port. prefix is inserted after /v1 (for example
+// "/sandboxes/sb_123" to reach one sandbox through the control plane).
+func New(addr, token, prefix string) (*Client, error) {
+	c := &Client{token: token}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	switch {
+	case strings.HasPrefix(addr, "unix://"):
+		path := strings.TrimPrefix(addr, "unix://")
+		c.socket = path
+		d := net.Dialer{}
+		c.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", path) }
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) }
+		c.base = "http://limbs/v1" + prefix
+	case strings.HasPrefix(addr, "http://"), strings.HasPrefix(addr, "https://"):
+		c.base = strings.TrimRight(addr, "/") + "/v1" + prefix
+	case addr != "":
+		c.base = "http://" + addr + "/v1" + prefix
+	default:
+		return nil, fmt.Errorf("no address given: pass unix:///path/to/limbsd.sock or 127.0.0.1:7878: %w", wire.ErrBadRequest)
+	}
+	if c.dial == nil {
+		u, err := url.Parse(c.base)
+		if err != nil {
+			return nil, fmt.Errorf("address %q: %v: %w", addr, err, wire.ErrBadRequest)
+		}
+		d := net.Dialer{}
+		host := u.Host
+		c.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", host) }
+	}
+	c.http = &http.Client{Transport: tr}
+	return c, nil
+}
+
+// Base is the URL that paths are appended to (ends in /v1 plus the prefix).
+func (c *Client) Base() string { return c.base }
+
+// Token is the bearer token the client sends.
+func (c *Client) Token() string { return c.token }
+
+// HTTPClient is the underlying client (it knows how to dial a Unix socket).
+func (c *Client) HTTPClient() *http.Client { return c.http }
+
+// Do sends a request with auth and returns the response when its status is
+// 2xx; otherwise it reads the error body and returns it as an error.
+// The caller closes the body.
+func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w; is the daemon running and is the address right?", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, wire.ErrorFromBody(resp.StatusCode, b)
+	}
+	return resp, nil
+}
+
+// JSON sends in (if not nil) as JSON and decodes the answer into out (if not nil).
+func (c *Client) JSON(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+		ct = "application/json"
+	}
+	resp, err := c.Do(ctx, method, path, body, ct)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decoding answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Health calls GET /v1/health.
+func (c *Client) Health(ctx context.Context) (wire.Health, error) {
+	var h wire.Health
+	err := c.JSON(ctx, http.MethodGet, "/health", nil, &h)
+	return h, err
+}

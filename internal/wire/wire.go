@@ -1,0 +1,246 @@
+// Package wire holds the JSON types of the limbs wire contract (docs/api.md)
+// shared by limbsd, the control plane and every client, and the error
+// vocabulary of that contract.
+//
+// It must never import anything that runs processes, touches files or speaks
+// HTTP beyond encoding an error: it is the vocabulary, not the behaviour.
+package wire
+
+import "time"
+
+// Version is reported by GET /v1/health.
+const Version = "0.1.0"
+
+// Health is the body of GET /v1/health.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}
+
+// Session states.
+const (
+	StateIdle    = "idle"
+	StateRunning = "running"
+	StateExited  = "exited"
+)
+
+// CreateSession is the body of POST /v1/sessions. Every field is optional.
+type CreateSession struct {
+	Name  string            `json:"name,omitempty"`
+	Cols  int               `json:"cols,omitempty"`
+	Rows  int               `json:"rows,omitempty"`
+	Cwd   string            `json:"cwd,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+	Shell string            `json:"shell,omitempty"`
+}
+
+// Session describes one persistent shell.
+type Session struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Cols      int       `json:"cols"`
+	Rows      int       `json:"rows"`
+	Cwd       string    `json:"cwd"`
+	State     string    `json:"state"`
+	Pid       int       `json:"pid"`
+	CreatedAt time.Time `json:"created_at"`
+	// Extensions.
+	Shell    string `json:"shell,omitempty"`
+	Restarts int    `json:"restarts"`
+	// OutputOffset is the end of the session's output stream so far.
+	OutputOffset int64 `json:"output_offset"`
+}
+
+// SessionList is the body of GET /v1/sessions.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// Exec is the body of POST /v1/sessions/{id}/exec. Pointers distinguish
+// "absent" (use the default) from an explicit zero.
+type Exec struct {
+	Command    string   `json:"command"`
+	Timeout    float64  `json:"timeout,omitempty"`
+	YieldAfter *float64 `json:"yield_after,omitempty"`
+	MaxOutput  *int     `json:"max_output,omitempty"`
+}
+
+// Wait is the body of POST /v1/sessions/{id}/wait.
+type Wait struct {
+	YieldAfter *float64 `json:"yield_after,omitempty"`
+	MaxOutput  *int     `json:"max_output,omitempty"`
+}
+
+// Input is the body of POST /v1/sessions/{id}/input.
+type Input struct {
+	Text       string   `json:"text,omitempty"`
+	Keys       []string `json:"keys,omitempty"`
+	YieldAfter *float64 `json:"yield_after,omitempty"`
+	MaxOutput  *int     `json:"max_output,omitempty"`
+}
+
+// Interrupt is the (optional) body of POST /v1/sessions/{id}/interrupt.
+type Interrupt struct {
+	MaxOutput *int `json:"max_output,omitempty"`
+}
+
+// Resize is the body of POST /v1/sessions/{id}/resize.
+type Resize struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// Result statuses.
+const (
+	StatusExited      = "exited"
+	StatusRunning     = "running"
+	StatusTimeout     = "timeout"
+	StatusInterrupted = "interrupted"
+)
+
+// Defaults of the exec family.
+const (
+	DefaultYieldAfter = 30.0
+	DefaultMaxOutput  = 30000
+)
+
+// Result is what exec, wait, input and interrupt return.
+type Result struct {
+	CommandID       string `json:"command_id"`
+	Status          string `json:"status"`
+	ExitCode        *int   `json:"exit_code"`
+	Output          string `json:"output"`
+	Truncated       bool   `json:"truncated"`
+	OutputBytes     int64  `json:"output_bytes"`
+	LogPath         string `json:"log_path"`
+	OffsetStart     int64  `json:"offset_start"`
+	OffsetEnd       int64  `json:"offset_end"`
+	Cwd             string `json:"cwd"`
+	DurationMs      int64  `json:"duration_ms"`
+	WaitingForInput bool   `json:"waiting_for_input"`
+	// ShellExited is an extension: the shell itself ended during the command
+	// (exit, exec, set -e, a kill). The next call gets a fresh shell with the
+	// old cwd and exported environment.
+	ShellExited bool `json:"shell_exited,omitempty"`
+}
+
+// Cursor is a position on the screen, zero-based.
+type Cursor struct {
+	Row int `json:"row"`
+	Col int `json:"col"`
+}
+
+// Screen is the body of GET /v1/sessions/{id}/screen.
+type Screen struct {
+	Cols      int      `json:"cols"`
+	Rows      int      `json:"rows"`
+	Lines     []string `json:"lines"`
+	Cursor    Cursor   `json:"cursor"`
+	AltScreen bool     `json:"alt_screen"`
+	Title     string   `json:"title"`
+}
+
+// AttachControl is a text message on the attach WebSocket.
+type AttachControl struct {
+	Type string `json:"type"`
+	Cols int    `json:"cols,omitempty"`
+	Rows int    `json:"rows,omitempty"`
+}
+
+// FileEntry is one row of GET /v1/files/list.
+type FileEntry struct {
+	Path  string    `json:"path"`
+	Name  string    `json:"name"`
+	Type  string    `json:"type"` // file, dir or symlink
+	Size  int64     `json:"size"`
+	Mode  string    `json:"mode"`
+	Mtime time.Time `json:"mtime"`
+	// Target is an extension: where a symlink points.
+	Target string `json:"target,omitempty"`
+}
+
+// FileList is the body of GET /v1/files/list.
+type FileList struct {
+	Entries []FileEntry `json:"entries"`
+}
+
+// Edit is the body of POST /v1/files/edit.
+type Edit struct {
+	Command    string  `json:"command"`
+	Path       string  `json:"path"`
+	FileText   *string `json:"file_text,omitempty"`
+	OldStr     *string `json:"old_str,omitempty"`
+	NewStr     *string `json:"new_str,omitempty"`
+	InsertLine *int    `json:"insert_line,omitempty"`
+	ViewRange  []int   `json:"view_range,omitempty"`
+	IfMatch    string  `json:"if_match,omitempty"`
+}
+
+// EditResult is the body of a successful POST /v1/files/edit.
+type EditResult struct {
+	Output string `json:"output"`
+}
+
+// WatchEvent is one event of GET /v1/files/watch.
+type WatchEvent struct {
+	Type string    `json:"type"` // create, write, remove, rename
+	Path string    `json:"path"`
+	Time time.Time `json:"time"`
+	From string    `json:"from,omitempty"`
+}
+
+// Sandbox statuses.
+const (
+	SandboxCreating = "creating"
+	SandboxRunning  = "running"
+	SandboxStopped  = "stopped"
+	SandboxFailed   = "failed"
+)
+
+// CreateSandbox is the body of POST /v1/sandboxes.
+type CreateSandbox struct {
+	Image     string            `json:"image,omitempty"`
+	Provider  string            `json:"provider,omitempty"`
+	Name      string            `json:"name,omitempty"`
+	Cpus      float64           `json:"cpus,omitempty"`
+	MemoryMB  int64             `json:"memory_mb,omitempty"`
+	Pids      int64             `json:"pids,omitempty"`
+	Network   string            `json:"network,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Workspace string            `json:"workspace,omitempty"`
+	// Extensions.
+	User         string `json:"user,omitempty"`
+	ReadOnlyRoot bool   `json:"read_only_root,omitempty"`
+	TmpMB        int64  `json:"tmp_mb,omitempty"`
+}
+
+// Limits are the resource limits a sandbox runs under.
+type Limits struct {
+	Cpus         float64 `json:"cpus"`
+	MemoryMB     int64   `json:"memory_mb"`
+	Pids         int64   `json:"pids"`
+	Network      string  `json:"network"`
+	TmpMB        int64   `json:"tmp_mb,omitempty"`
+	ReadOnlyRoot bool    `json:"read_only_root"`
+	User         string  `json:"user,omitempty"`
+}
+
+// Sandbox describes one sandbox managed by the control plane.
+type Sandbox struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Provider  string    `json:"provider"`
+	Image     string    `json:"image"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	Limits    Limits    `json:"limits"`
+	// Extensions: why the sandbox failed or was last recovered
+	// (oom_killed, daemon_exited, ...), and a human sentence.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// SandboxList is the body of GET /v1/sandboxes.
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
