@@ -1,0 +1,68 @@
+// Package sandbox holds the domain types shared by the control plane and the
+// providers that create sandboxes (docker, local): what to create, what exists,
+// and what happened to it.
+//
+// It must never talk to a provider or the network itself: providers implement
+// the control plane's Provider interface with these types.
+package sandbox
+
+import "time"
+
+// Labels every provider puts on what it creates, so that a restarted control
+// plane can re-adopt its sandboxes and remove only its own orphans.
+const (
+	LabelManaged  = "limbs.managed"  // always "true"
+	LabelInstance = "limbs.instance" // id of the control plane that created it
+	LabelSandbox  = "limbs.sandbox"  // sandbox id
+)
+
+// Spec is everything a provider needs to create one sandbox.
+type Spec struct {
+	ID           string // sb_...
+	Name         string
+	Image        string
+	Instance     string // control plane instance id, for labels
+	Cpus         float64
+	MemoryMB     int64
+	Pids         int64
+	Network      string // none or bridge
+	Env          map[string]string
+	Workspace    string // volume name or host dir; empty: a fresh volume
+	User         string // default "1000:1000"
+	ReadOnlyRoot bool
+	TmpMB        int64
+	// SocketDir is the host directory bind-mounted into the sandbox where
+	// limbsd listens (limbsd.sock) and writes its token (limbsd.token).
+	SocketDir string
+	// LimbsdPath is the static limbsd binary on the host to inject.
+	LimbsdPath string
+	// Token is limbsd's bearer token.
+	Token string
+}
+
+// State of a sandbox as a provider sees it.
+type State struct {
+	Running  bool
+	ExitCode int
+	// Reason is set when the sandbox stopped on its own: oom_killed,
+	// daemon_exited, killed, ...
+	Reason    string
+	StartedAt time.Time
+}
+
+// Instance is one sandbox a provider knows about.
+type Instance struct {
+	ID         string // sandbox id (sb_...)
+	ProviderID string // container id, process id, ...
+	Labels     map[string]string
+	State      State
+}
+
+// Event is something that happened to a sandbox outside the control plane's
+// own calls (found through Docker events, a process exit, ...).
+type Event struct {
+	ID     string // sandbox id
+	Kind   string // died, oom, started, ...
+	Reason string
+	Time   time.Time
+}
