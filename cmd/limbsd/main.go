@@ -1,6 +1,265 @@
 // Command limbsd is the in-sandbox daemon of limbs: it owns the shell
 // sessions and the file API of one sandbox and serves them over HTTP on a
 // Unix socket (docs/api.md).
+//
+// When it runs as PID 1 (a container started without --init) it re-executes
+// itself as a child and stays behind as a minimal init that forwards
+// signals and reaps orphaned zombies (see init.go).
 package main
 
-func main() {}
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/files"
+	"github.com/limbs-dev/limbs/internal/runtime"
+	"github.com/limbs-dev/limbs/internal/shell"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+const defaultListen = "unix:///run/limbs/limbsd.sock"
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+type config struct {
+	listen      string
+	allowRemote bool
+	token       string
+	workdir     string
+	stateDir    string
+	shell       string
+	logLevel    string
+}
+
+func main() {
+	if os.Getpid() == 1 && os.Getenv(childEnv) == "" {
+		os.Exit(runInit())
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("limbsd", flag.ContinueOnError)
+	var cfg config
+	var version bool
+	fs.StringVar(&cfg.listen, "listen", defaultListen, "where to serve: unix:///path/to.sock or HOST:PORT (loopback only unless --allow-remote)")
+	fs.BoolVar(&cfg.allowRemote, "allow-remote", false, "allow --listen on a non-loopback TCP address")
+	fs.StringVar(&cfg.token, "token", "", "bearer token clients must send (default $LIMBS_TOKEN, else generated and written to limbsd.token next to the socket)")
+	fs.StringVar(&cfg.workdir, "workdir", "/workspace", "default working directory of new sessions (created if missing)")
+	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "per-session state and full output logs")
+	fs.StringVar(&cfg.shell, "shell", "", "shell of new sessions (default bash when found, else sh)")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "limbsd: unexpected arguments %q; run 'limbsd -h' for the flags\n", fs.Args())
+		return exitUsage
+	}
+	if version {
+		fmt.Println("limbsd", wire.Version)
+		return exitOK
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "limbsd: --log-level %q: use debug, info, warn or error\n", cfg.logLevel)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.token == "" {
+		cfg.token = os.Getenv("LIMBS_TOKEN")
+	}
+	if err := serve(cfg, log); err != nil {
+		log.Error("limbsd stopped", "err", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// defaultStateDir follows the file-system conventions: system state for
+// root, the XDG state directory for anyone else.
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/limbs"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "limbs")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "limbs")
+	}
+	return filepath.Join(os.TempDir(), "limbs-state")
+}
+
+func serve(cfg config, log *slog.Logger) error {
+	ln, tokenDir, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if cfg.token == "" {
+		if cfg.token, err = writeToken(tokenDir); err != nil {
+			return err
+		}
+		log.Info("generated a token", "file", filepath.Join(tokenDir, "limbsd.token"))
+	}
+	if err := os.MkdirAll(cfg.workdir, 0o755); err != nil {
+		return fmt.Errorf("creating --workdir: %w; pass a writable --workdir", err)
+	}
+	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
+		return fmt.Errorf("creating --state-dir: %w; pass a writable --state-dir", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	mgr, err := shell.NewManager(ctx, shell.Options{
+		StateDir: cfg.stateDir,
+		Workdir:  cfg.workdir,
+		Shell:    cfg.shell,
+		Logger:   log,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the session manager: %w", err)
+	}
+	defer mgr.Close()
+	fsrv, err := files.New(files.Options{Workdir: cfg.workdir, StateDir: cfg.stateDir, Logger: log})
+	if err != nil {
+		return fmt.Errorf("starting the file API: %w", err)
+	}
+	api := runtime.New(runtime.Options{Token: cfg.token, Manager: mgr, Files: fsrv, Logger: log})
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("limbsd serving", "listen", cfg.listen, "version", wire.Version, "workdir", cfg.workdir, "state_dir", cfg.stateDir)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	// Blocking execs only end when their command does: give requests a
+	// moment, then cut them; closing the manager ends the commands.
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+// listen opens cfg.listen and says where a generated token belongs.
+func listen(cfg config) (net.Listener, string, error) {
+	if path, ok := strings.CutPrefix(cfg.listen, "unix://"); ok {
+		if path == "" {
+			return nil, "", fmt.Errorf("--listen %q has no path: use unix:///run/limbs/limbsd.sock", cfg.listen)
+		}
+		dir := filepath.Dir(path)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, "", fmt.Errorf("creating the socket directory: %w", err)
+		}
+		if err := removeStaleSocket(path); err != nil {
+			return nil, "", err
+		}
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, "", fmt.Errorf("listening on %s: %w", path, err)
+		}
+		// Group access lets a host user in the socket's group reach a
+		// daemon running as root without opening it to everyone.
+		if err := os.Chmod(path, 0o660); err != nil {
+			ln.Close()
+			return nil, "", fmt.Errorf("setting the socket's mode: %w", err)
+		}
+		return ln, dir, nil
+	}
+	host, _, err := net.SplitHostPort(cfg.listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("--listen %q: %v; use unix:///path/to.sock or 127.0.0.1:PORT", cfg.listen, err)
+	}
+	if !cfg.allowRemote && !isLoopback(host) {
+		return nil, "", fmt.Errorf("--listen %q is not a loopback address: anyone who can reach it gets a shell; use 127.0.0.1:PORT, or add --allow-remote if you mean it", cfg.listen)
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("listening on %s: %w", cfg.listen, err)
+	}
+	return ln, cfg.stateDir, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// removeStaleSocket removes a socket file left by a daemon that died, and
+// refuses to take over one that still answers.
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket; remove it or choose another --listen path", path)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("another daemon is listening on %s; stop it first or choose another --listen path", path)
+	}
+	return os.Remove(path)
+}
+
+// writeToken generates a token and writes it, readable by the owner only,
+// as dir/limbsd.token.
+func writeToken(dir string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(b)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the token's directory: %w", err)
+	}
+	p := filepath.Join(dir, "limbsd.token")
+	tmp := p + ".tmp"
+	_ = os.Remove(tmp) // a leftover would keep its old, maybe wider, mode
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing the token: %w; pass --token or LIMBS_TOKEN instead", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return "", fmt.Errorf("writing the token: %w; pass --token or LIMBS_TOKEN instead", err)
+	}
+	return tok, nil
+}
