@@ -1,0 +1,242 @@
+// Package store is the control plane's registry: the sandboxes `limbs serve`
+// created and the lifecycle events of each, kept in one embedded bbolt file
+// so that a restarted control plane knows what it owns.
+//
+// Schema (file StateDir/limbs.db, schema version 1):
+//
+//	meta       bucket
+//	  "schema"   -> "1"
+//	  "instance" -> this control plane's instance id (i_ + 16 hex), created once;
+//	                providers label everything they create with it
+//	sandboxes  bucket
+//	  sandbox id (sb_...) -> JSON Record
+//	events     bucket
+//	  sandbox id -> nested bucket
+//	    8-byte big-endian sequence number (from 1) -> JSON Event
+//
+// It must never decide anything: it stores and returns what the control plane
+// hands it, and it never talks to a provider.
+package store
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+const schemaVersion = "1"
+
+var (
+	bucketMeta      = []byte("meta")
+	bucketSandboxes = []byte("sandboxes")
+	bucketEvents    = []byte("events")
+	keySchema       = []byte("schema")
+	keyInstance     = []byte("instance")
+)
+
+// ErrLocked is returned by Open when another process holds the database.
+var ErrLocked = errors.New("registry is in use by another process")
+
+// Record is everything the control plane remembers about one sandbox.
+type Record struct {
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Provider   string            `json:"provider"`
+	ProviderID string            `json:"provider_id,omitempty"`
+	Image      string            `json:"image"`
+	Limits     wire.Limits       `json:"limits"`
+	Env        map[string]string `json:"env,omitempty"`
+	Workspace  string            `json:"workspace,omitempty"`
+	// Status is one of the wire.Sandbox* statuses.
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Desired is what the user last asked for: running or stopped. Recovery
+	// brings back only sandboxes that should run.
+	Desired   string    `json:"desired"`
+	Token     string    `json:"token"`
+	SocketDir string    `json:"socket_dir"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Pool is the pool key (image) while the sandbox waits, unclaimed, in the
+	// warm pool; empty once a client owns it.
+	Pool string `json:"pool,omitempty"`
+}
+
+// Event is one entry of a sandbox's lifecycle log.
+type Event struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // created, started, stopped, died, recovered, removed, ...
+	Reason  string    `json:"reason,omitempty"`
+	Message string    `json:"message,omitempty"`
+}
+
+// DB is an open registry.
+type DB struct {
+	db       *bolt.DB
+	instance string
+}
+
+// Open opens (creating if needed) the registry at path.
+func Open(path string) (*DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("open %s: %w; is another `limbs serve` using this --state-dir?", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("open registry %s: %w", path, err)
+	}
+	d := &DB{db: db}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if v := meta.Get(keySchema); v != nil && string(v) != schemaVersion {
+			return fmt.Errorf("registry %s has schema %q, this limbs knows %q; use a new --state-dir", path, v, schemaVersion)
+		}
+		if err := meta.Put(keySchema, []byte(schemaVersion)); err != nil {
+			return err
+		}
+		if v := meta.Get(keyInstance); v != nil {
+			d.instance = string(v)
+		} else {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			d.instance = "i_" + hex.EncodeToString(b)
+			if err := meta.Put(keyInstance, []byte(d.instance)); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketSandboxes); err != nil {
+			return err
+		}
+		_, err = tx.CreateBucketIfNotExists(bucketEvents)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close closes the file.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Instance is this control plane's id, stable across restarts.
+func (d *DB) Instance() string { return d.instance }
+
+// Put stores r, replacing any record with the same id.
+func (d *DB) Put(r Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return d.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSandboxes).Put([]byte(r.ID), b)
+	})
+}
+
+// Get returns the record of id (wire.ErrNotFound when there is none).
+func (d *DB) Get(id string) (Record, error) {
+	var r Record
+	err := d.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketSandboxes).Get([]byte(id))
+		if v == nil {
+			return fmt.Errorf("sandbox %q: %w", id, wire.ErrNotFound)
+		}
+		return json.Unmarshal(v, &r)
+	})
+	return r, err
+}
+
+// List returns every record, oldest first.
+func (d *DB) List() ([]Record, error) {
+	var out []Record
+	err := d.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSandboxes).ForEach(func(k, v []byte) error {
+			var r Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("record %s: %w", k, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, err
+}
+
+// Delete forgets a sandbox and its event log. Deleting what is not there is
+// not an error.
+func (d *DB) Delete(id string) error {
+	return d.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketSandboxes).Delete([]byte(id)); err != nil {
+			return err
+		}
+		err := tx.Bucket(bucketEvents).DeleteBucket([]byte(id))
+		if errors.Is(err, bolt.ErrBucketNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// AppendEvent adds e to the log of sandbox id, assigning its sequence number.
+func (d *DB) AppendEvent(id string, e Event) (Event, error) {
+	err := d.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists([]byte(id))
+		if err != nil {
+			return err
+		}
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		e.Seq = seq
+		v, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		return b.Put(seqKey(seq), v)
+	})
+	return e, err
+}
+
+// Events returns the events of sandbox id with Seq >= from, in order.
+func (d *DB) Events(id string, from uint64) ([]Event, error) {
+	out := []Event{}
+	err := d.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents).Bucket([]byte(id))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(seqKey(from)); k != nil; k, v = c.Next() {
+			var e Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("event %d of %s: %w", binary.BigEndian.Uint64(k), id, err)
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func seqKey(seq uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
