@@ -122,6 +122,10 @@ type Result struct {
 	// (exit, exec, set -e, a kill). The next call gets a fresh shell with the
 	// old cwd and exported environment.
 	ShellExited bool `json:"shell_exited,omitempty"`
+	// ChunkStart is an extension: the stream offset where this result's
+	// output begins (offset_start is where the command's output begins;
+	// a running result returns only what is new).
+	ChunkStart int64 `json:"chunk_start"`
 }
 
 // Cursor is a position on the screen, zero-based.

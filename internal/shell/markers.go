@@ -1,0 +1,181 @@
+package shell
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// Shell integration markers, printed by the shell itself (PS0, and the
+// PROMPT_COMMAND function or PS1) as OSC 633 sequences that carry the
+// session's secret token:
+//
+//	ESC ] 633 ; limbs ; TOKEN ; S BEL               a command starts
+//	ESC ] 633 ; limbs ; TOKEN ; E ; STATUS ; CWD BEL  a prompt: the last command ended
+//
+// A sequence with another token is output like any other (a program that
+// prints a marker cannot end a command). Markers never reach the stream.
+const markerPrefix = "\x1b]633;limbs;"
+
+// maxMarker bounds a marker's length; longer sequences are output.
+const maxMarker = 8192
+
+const (
+	evStart = 'S'
+	evEnd   = 'E'
+)
+
+type event struct {
+	kind   byte
+	status int
+	cwd    string
+	pos    int // position in the data returned with it
+}
+
+// parser splits a PTY byte stream into output and markers, and follows the
+// terminal modes that change how keys are encoded. Chunks may be split
+// anywhere: a partial sequence at the end of one is held back until the
+// next.
+type parser struct {
+	token   string
+	pending []byte
+
+	appCursor bool // DECCKM: ESC[?1h
+	paste     bool // bracketed paste: ESC[?2004h
+}
+
+func newParser(token string) *parser { return &parser{token: token} }
+
+// feed parses chunk. The returned data aliases chunk or an internal buffer
+// and is valid until the next call.
+func (p *parser) feed(chunk []byte) (data []byte, events []event) {
+	buf := chunk
+	if len(p.pending) > 0 {
+		buf = append(p.pending, chunk...)
+		p.pending = nil
+	}
+	var out []byte // nil until a marker is cut out
+	last := 0      // start of buf not yet copied to out
+	i := 0
+	for {
+		j := bytes.IndexByte(buf[i:], 0x1b)
+		if j < 0 {
+			break
+		}
+		j += i
+		rest := buf[j:]
+		if len(rest) < len(markerPrefix) {
+			if bytes.HasPrefix([]byte(markerPrefix), rest) || isPartialMode(rest) {
+				p.pending = append([]byte(nil), rest...)
+				buf = buf[:j]
+				break
+			}
+			p.trackMode(rest)
+			i = j + 1
+			continue
+		}
+		if !bytes.HasPrefix(rest, []byte(markerPrefix)) {
+			if len(rest) < 32 && isPartialMode(rest) {
+				p.pending = append([]byte(nil), rest...)
+				buf = buf[:j]
+				break
+			}
+			p.trackMode(rest)
+			i = j + 1
+			continue
+		}
+		bel := bytes.IndexByte(rest[len(markerPrefix):], 0x07)
+		if bel < 0 {
+			if len(rest) < maxMarker {
+				p.pending = append([]byte(nil), rest...)
+				buf = buf[:j]
+				break
+			}
+			i = j + 1
+			continue
+		}
+		body := rest[len(markerPrefix) : len(markerPrefix)+bel]
+		ev, ok := p.parseBody(body)
+		seqEnd := j + len(markerPrefix) + bel + 1
+		if !ok {
+			i = seqEnd
+			continue
+		}
+		out = append(out, buf[last:j]...)
+		ev.pos = len(out)
+		events = append(events, ev)
+		last = seqEnd
+		i = seqEnd
+	}
+	if out == nil {
+		return buf, events
+	}
+	out = append(out, buf[last:]...)
+	return out, events
+}
+
+// parseBody reads TOKEN;S or TOKEN;E;STATUS;CWD.
+func (p *parser) parseBody(body []byte) (event, bool) {
+	tok, rest, ok := bytes.Cut(body, []byte{';'})
+	if !ok || string(tok) != p.token {
+		return event{}, false
+	}
+	kind, rest, _ := bytes.Cut(rest, []byte{';'})
+	switch string(kind) {
+	case "S":
+		return event{kind: evStart}, true
+	case "E":
+		st, cwd, _ := bytes.Cut(rest, []byte{';'})
+		n, err := strconv.Atoi(string(st))
+		if err != nil {
+			n = -1
+		}
+		return event{kind: evEnd, status: n, cwd: string(cwd)}, true
+	}
+	return event{}, false
+}
+
+// isPartialMode reports whether b could be the unfinished start of a
+// private mode sequence (ESC [ ? digits ;).
+func isPartialMode(b []byte) bool {
+	if len(b) < 2 {
+		return len(b) == 1
+	}
+	if b[1] != '[' {
+		return false
+	}
+	if len(b) == 2 {
+		return true
+	}
+	if b[2] != '?' {
+		return false
+	}
+	for _, c := range b[3:] {
+		if (c < '0' || c > '9') && c != ';' {
+			return false
+		}
+	}
+	return true
+}
+
+// trackMode follows DECCKM and bracketed paste from ESC[?...h / l.
+func (p *parser) trackMode(b []byte) {
+	if len(b) < 5 || b[1] != '[' || b[2] != '?' {
+		return
+	}
+	k := 3
+	for k < len(b) && (b[k] >= '0' && b[k] <= '9' || b[k] == ';') {
+		k++
+	}
+	if k >= len(b) || (b[k] != 'h' && b[k] != 'l') {
+		return
+	}
+	on := b[k] == 'h'
+	for _, f := range bytes.Split(b[3:k], []byte{';'}) {
+		switch string(f) {
+		case "1":
+			p.appCursor = on
+		case "2004":
+			p.paste = on
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package shell
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// proc is one incarnation of a session's shell.
+type proc struct {
+	cmd  *exec.Cmd
+	ptmx *os.File
+	pid  int
+	tty  uint64 // device number of the terminal, to recognise it in /proc
+	bash bool
+	// done is closed once the read loop has drained the terminal and the
+	// process has been waited for; status is valid then.
+	done   chan struct{}
+	status int
+	ready  chan struct{} // closed at the first prompt marker
+	rc     string        // rc file to remove once read
+}
+
+// findShell picks the shell: the requested one, else bash, else sh.
+func findShell(want string) (string, error) {
+	if want != "" {
+		p, err := exec.LookPath(want)
+		if err != nil {
+			return "", fmt.Errorf("shell %q not found: %v; pass an installed shell such as /bin/bash or /bin/sh", want, err)
+		}
+		return p, nil
+	}
+	for _, c := range []string{"bash", "sh"} {
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	for _, c := range []string{"/bin/bash", "/usr/bin/bash", "/bin/sh"} {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", errors.New("no shell found (neither bash nor sh on PATH): the image needs /bin/sh")
+}
+
+func isBash(path string) bool {
+	if strings.HasSuffix(filepath.Base(path), "bash") {
+		return true
+	}
+	// /bin/sh may be bash itself; then it runs in POSIX mode, which we
+	// do not want: treat it as sh.
+	return false
+}
+
+// spawn starts shellPath on a new terminal of the given size.
+func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath string) (*proc, error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("opening a pseudo-terminal: %w (is /dev/pts mounted?)", err)
+	}
+	defer tty.Close()
+	_ = pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	var st unix.Stat_t
+	if err := unix.Fstat(int(tty.Fd()), &st); err != nil {
+		ptmx.Close()
+		return nil, err
+	}
+	p := &proc{ptmx: ptmx, tty: st.Rdev, bash: isBash(shellPath), done: make(chan struct{}), ready: make(chan struct{})}
+	var args []string
+	if p.bash {
+		args = []string{"--norc", "--noprofile", "-i"}
+	} else {
+		args = []string{"-i"}
+		env = append(env, "ENV="+shRCPath)
+	}
+	c := exec.Command(shellPath, args...)
+	c.Env = env
+	c.Dir = dir
+	c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := c.Start(); err != nil {
+		ptmx.Close()
+		return nil, fmt.Errorf("starting %s: %w", shellPath, err)
+	}
+	p.cmd = c
+	p.pid = c.Process.Pid
+	return p, nil
+}
+
+// foreground returns the terminal's foreground process group.
+func (p *proc) foreground() int {
+	pg, err := unix.IoctlGetInt(int(p.ptmx.Fd()), unix.TIOCGPGRP)
+	if err != nil {
+		return 0
+	}
+	return pg
+}
+
+// signalForeground sends sig to the foreground process group, or to the
+// shell itself when the shell is in the foreground (a builtin such as
+// read, or a shell loop).
+func (p *proc) signalForeground(sig syscall.Signal) {
+	pg := p.foreground()
+	if pg <= 0 {
+		return
+	}
+	if pg == p.pid {
+		if sig == syscall.SIGTERM {
+			// An interactive bash ignores SIGTERM; SIGINT is what stops
+			// the builtin it runs.
+			sig = syscall.SIGINT
+		}
+		_ = syscall.Kill(p.pid, sig)
+		return
+	}
+	_ = syscall.Kill(-pg, sig)
+}
+
+// killTree kills every process of the shell's session: its process groups,
+// background jobs included (they share the session id).
+func (p *proc) killTree() {
+	for _, pid := range sessionMembers(p.pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	_ = syscall.Kill(p.pid, syscall.SIGKILL)
+}
+
+// procStat is the part of /proc/PID/stat we use.
+type procStat struct {
+	pid, ppid, pgrp, session int
+	state                    byte
+}
+
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// The command name may hold spaces and parentheses: fields start
+	// after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return procStat{}, false
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 4 {
+		return procStat{}, false
+	}
+	st := procStat{pid: pid, state: f[0][0]}
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.pgrp, _ = strconv.Atoi(f[2])
+	st.session, _ = strconv.Atoi(f[3])
+	return st, true
+}
+
+func allPids() []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	pids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+func sessionMembers(sid int) []int {
+	var out []int
+	for _, pid := range allPids() {
+		if st, ok := readStat(pid); ok && st.session == sid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func groupMembers(pg int) []int {
+	var out []int
+	for _, pid := range allPids() {
+		if st, ok := readStat(pid); ok && st.pgrp == pg {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// cwdOf reads a process's working directory.
+func cwdOf(pid int) string {
+	s, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	return s
+}

@@ -1,0 +1,99 @@
+package shell
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// agentEnv is the environment every shell starts with on top of the
+// daemon's own: nothing waits on a pager, a credential prompt or a dialog.
+// A session's own env (and any later export) overrides each.
+var agentEnv = []string{
+	"PAGER=cat",
+	"GIT_PAGER=cat",
+	"MANPAGER=cat",
+	"SYSTEMD_PAGER=",
+	"GIT_TERMINAL_PROMPT=0",
+	"DEBIAN_FRONTEND=noninteractive",
+	"TERM=xterm-256color",
+	"LANG=C.UTF-8",
+	"HISTCONTROL=ignorespace",
+	"PS1=",
+}
+
+// shq quotes s for a POSIX shell.
+func shq(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// bashRC is sourced by a fresh `bash --norc --noprofile -i` as its first
+// line, so that no system or user rc file can change how the session
+// behaves. It installs the markers: PS0 prints the start marker after a
+// line is read and before it runs; the PROMPT_COMMAND function prints the
+// end marker with the status and cwd, after saving the exported
+// environment so a replacement shell can restore it.
+func bashRC(token, dir, cwd string, restore bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "__LIMBS_T=%s\n__LIMBS_D=%s\nreadonly __LIMBS_T __LIMBS_D\n", shq(token), shq(dir))
+	if restore {
+		// The exported environment of the shell this one replaces.
+		b.WriteString(`[ -r "$__LIMBS_D/env" ] && . "$__LIMBS_D/env" 2>/dev/null` + "\n")
+	}
+	fmt.Fprintf(&b, "cd -- %s 2>/dev/null || cd 2>/dev/null\n", shq(cwd))
+	b.WriteString(`HISTFILE="$__LIMBS_D/history"
+HISTCONTROL=ignorespace
+set +o histexpand
+shopt -s checkwinsize
+bind 'set enable-bracketed-paste off' 2>/dev/null
+bind 'set bell-style none' 2>/dev/null
+export -n PS1
+PS1='\u@\h:\w\$ '
+PS2='> '
+PS0=$'\e]633;limbs;'"$__LIMBS_T"$';S\a'
+__limbs_prompt() {
+	local s=$? p=$PWD
+	case $p in *[$'\a\e\n']*) p= ;; esac
+	export -p >| "$__LIMBS_D/env" 2>/dev/null
+	printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$s" "$p"
+}
+PROMPT_COMMAND=__limbs_prompt
+`)
+	return b.String()
+}
+
+// shRC is the ENV file of an interactive POSIX sh (dash, busybox ash) when
+// bash is missing: the end marker lives in PS1 (parameter expansion gives
+// the status and cwd); the start marker is the first line of each command
+// file.
+func shRC(token, cwd string) string {
+	return fmt.Sprintf(`__LIMBS_T=%s
+cd -- %s 2>/dev/null || cd 2>/dev/null
+PS1="$(printf '\033]633;limbs;%%s;E;' "$__LIMBS_T")"'$?;$PWD'"$(printf '\007')"'$ '
+`, shq(token), shq(cwd))
+}
+
+// writeFile writes data to path through a temporary file and a rename, so
+// a reader never sees half of it.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,94 @@
+package shell
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+func newTestManager(t *testing.T) *Manager {
+	t.Helper()
+	m, err := NewManager(context.Background(), Options{StateDir: t.TempDir(), Workdir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func newTestSession(t *testing.T, m *Manager) *Session {
+	t.Helper()
+	s, err := m.Create(context.Background(), wire.CreateSession{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func f(v float64) *float64 { return &v }
+
+func run(t *testing.T, s *Session, cmd string) wire.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := s.Exec(ctx, wire.Exec{Command: cmd, YieldAfter: f(20)})
+	if err != nil {
+		t.Fatalf("exec %q: %v", cmd, err)
+	}
+	return r
+}
+
+func TestExecBasics(t *testing.T) {
+	m := newTestManager(t)
+	s := newTestSession(t, m)
+	tests := []struct {
+		cmd  string
+		out  string
+		code int
+	}{
+		{"echo hi", "hi\n", 0},
+		{"false", "", 1},
+		{"nosuchcommand_x 2>/dev/null", "", 127},
+		{"x=5; echo $((x*2))", "10\n", 0},
+		{"cat <<EOF\na\nb\nEOF", "a\nb\n", 0},
+		{"for i in 1 2; do\n echo $i\ndone", "1\n2\n", 0},
+		{"bash -c 'kill -9 $$'", "Killed\n", 137},
+	}
+	for _, tc := range tests {
+		t.Run(tc.cmd, func(t *testing.T) {
+			r := run(t, s, tc.cmd)
+			if r.Status != wire.StatusExited || r.ExitCode == nil || *r.ExitCode != tc.code || r.Output != tc.out {
+				t.Fatalf("got status %s code %v output %q; want code %d output %q", r.Status, deref(r.ExitCode), r.Output, tc.code, tc.out)
+			}
+		})
+	}
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestStatePersists(t *testing.T) {
+	m := newTestManager(t)
+	s := newTestSession(t, m)
+	run(t, s, "cd /tmp && export FOO=bar && y=1 && alias ll='echo aliased' && fn() { echo fn$1; }")
+	r := run(t, s, "pwd; echo $FOO $y; ll; fn 2")
+	if want := "/tmp\nbar 1\naliased\nfn2\n"; r.Output != want || r.Cwd != "/tmp" {
+		t.Fatalf("got %q cwd %q, want %q", r.Output, r.Cwd, want)
+	}
+	r = run(t, s, "exit 3")
+	if !r.ShellExited || *r.ExitCode != 3 {
+		t.Fatalf("exit 3: %+v", r)
+	}
+	r = run(t, s, "pwd; echo $FOO")
+	if r.Output != "/tmp\nbar\n" {
+		t.Fatalf("after exit: %q", r.Output)
+	}
+	_ = strings.TrimSpace
+}
