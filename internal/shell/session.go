@@ -49,9 +49,9 @@ type Options struct {
 // Timing of the stop escalation and of input detection. Variables so that
 // tests of the escalation itself can shorten them.
 var (
-	graceInt    = time.Second     // after SIGINT, before SIGTERM
-	graceTerm   = time.Second     // after SIGTERM, before SIGKILL
-	quietPeriod = time.Second     // no output for this long: look for a prompt
+	graceInt    = time.Second // after SIGINT, before SIGTERM
+	graceTerm   = time.Second // after SIGTERM, before SIGKILL
+	quietPeriod = time.Second // no output for this long: look for a prompt
 	settleIdle  = 300 * time.Millisecond
 	readyWait   = 20 * time.Second
 )
