@@ -76,4 +76,3 @@ func TestYieldThenWaitReturnsEveryLineOnce(t *testing.T) {
 		t.Fatalf("got %q", all)
 	}
 }
-
