@@ -1,0 +1,253 @@
+// Package control is the control plane behind `limbs serve`: it creates,
+// tracks and removes many sandboxes through providers (docker, local), keeps
+// them in a registry (internal/store) so that a restarted control plane
+// re-adopts them, brings back a sandbox whose daemon died, keeps a warm pool
+// of ready sandboxes, and forwards each sandbox's Sessions and Files API to
+// the limbsd inside it.
+//
+// It must never touch a sandbox it did not create (everything it acts on
+// carries its instance id), never reach a sandbox over TCP (only through the
+// limbsd Unix socket in the sandbox's socket directory), and never answer a
+// forwarded request with a bare 502: a sandbox that cannot be reached is a
+// 503 saying why.
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/store"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Provider creates and runs sandboxes of one kind. Ids are sandbox ids
+// (sb_...). Every method is safe for concurrent use.
+type Provider interface {
+	// Name is what clients pass as "provider": docker, local.
+	Name() string
+	// Create creates and starts a sandbox and returns once limbsd answers
+	// GET /v1/health on Spec.SocketDir/limbsd.sock.
+	Create(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error)
+	// Start starts a stopped sandbox and returns once limbsd answers health.
+	Start(ctx context.Context, id string) error
+	// Stop stops a sandbox, keeping its state for Start.
+	Stop(ctx context.Context, id string) error
+	// Remove stops and deletes a sandbox and everything the provider made
+	// for it. Removing what is not there returns an error wrapping
+	// wire.ErrNotFound.
+	Remove(ctx context.Context, id string) error
+	// Inspect reports one sandbox (wire.ErrNotFound when unknown).
+	Inspect(ctx context.Context, id string) (sandbox.Instance, error)
+	// List returns the sandboxes labelled with the given control plane
+	// instance id, and nothing else.
+	List(ctx context.Context, instance string) ([]sandbox.Instance, error)
+	// Events reports what happens to sandboxes outside the control plane's
+	// own calls (Kind "died" with Reason oom_killed, daemon_exited, ...)
+	// until ctx ends.
+	Events(ctx context.Context) (<-chan sandbox.Event, error)
+}
+
+// Noter is implemented by providers that have something to tell about a
+// sandbox they would create: a missing isolation, an ignored limit. The
+// control plane logs the sentence, keeps it in the sandbox's message and the
+// CLI prints it, so that no one believes in isolation that is not there.
+type Noter interface {
+	Note(spec sandbox.Spec) string
+}
+
+// Options configure a Server.
+type Options struct {
+	// StateDir holds the registry (limbs.db) and one directory per sandbox
+	// (sandboxes/ID, with the limbsd socket directory sandboxes/ID/run).
+	StateDir string
+	// Token is the bearer token clients of the control plane send.
+	Token string
+	// Providers by name, and the one used when a create names none.
+	Providers       map[string]Provider
+	DefaultProvider string
+	// LimbsdPath is the static limbsd binary providers start or inject.
+	LimbsdPath string
+	// Pool keeps that many sandboxes created and started per image, with
+	// the default provider and default limits.
+	Pool   map[string]int
+	Logger *slog.Logger
+}
+
+// Server serves the Control plane part of the API. It is an http.Handler.
+type Server struct {
+	opts   Options
+	log    *slog.Logger
+	db     *store.DB
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	sandboxes map[string]*entry
+
+	mux  *http.ServeMux
+	pool *pool
+}
+
+// New opens the registry in opts.StateDir, re-adopts the sandboxes this
+// control plane created before (removing its orphans), starts watching
+// provider events and fills the warm pool in the background.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Token == "" {
+		return nil, fmt.Errorf("control plane without a token: pass one (--token or LIMBS_TOKEN): %w", wire.ErrBadRequest)
+	}
+	if len(opts.Providers) == 0 {
+		return nil, fmt.Errorf("no sandbox provider configured: %w", wire.ErrBadRequest)
+	}
+	if opts.DefaultProvider == "" && len(opts.Providers) == 1 {
+		for name := range opts.Providers {
+			opts.DefaultProvider = name
+		}
+	}
+	if _, ok := opts.Providers[opts.DefaultProvider]; !ok {
+		return nil, fmt.Errorf("default provider %q is not among the configured ones (%s): %w", opts.DefaultProvider, strings.Join(providerNames(opts.Providers), ", "), wire.ErrBadRequest)
+	}
+	if err := os.MkdirAll(filepath.Join(opts.StateDir, "sandboxes"), 0o700); err != nil {
+		return nil, fmt.Errorf("creating the state dir: %w; pass a writable --state-dir", err)
+	}
+	db, err := store.Open(filepath.Join(opts.StateDir, "limbs.db"))
+	if err != nil {
+		return nil, err
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Server{
+		opts:      opts,
+		log:       opts.Logger,
+		db:        db,
+		cancel:    cancel,
+		sandboxes: map[string]*entry{},
+	}
+	s.routes()
+	if err := s.reconcile(ctx, bg); err != nil {
+		cancel()
+		s.wg.Wait()
+		cancel()
+		db.Close()
+		return nil, err
+	}
+	for _, p := range opts.Providers {
+		evs, err := p.Events(bg)
+		if err != nil {
+			cancel()
+			db.Close()
+			return nil, fmt.Errorf("watching %s events: %w", p.Name(), err)
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watch(bg, p, evs)
+		}()
+	}
+	s.pool = newPool(s, opts.Pool)
+	s.pool.start(bg)
+	return s, nil
+}
+
+// Instance is this control plane's id, which providers put on every sandbox.
+func (s *Server) Instance() string { return s.db.Instance() }
+
+// Close stops background work and closes the registry. Sandboxes keep
+// running: the next Server on the same state dir re-adopts them.
+func (s *Server) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	for _, e := range s.sandboxes {
+		e.closeIdle()
+	}
+	s.mu.Unlock()
+	return s.db.Close()
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteJSON(w, http.StatusOK, wire.Health{Status: "ok", Version: wire.Version})
+	})
+	m.HandleFunc("POST /v1/sandboxes", s.handleCreate)
+	m.HandleFunc("GET /v1/sandboxes", s.handleList)
+	m.HandleFunc("GET /v1/sandboxes/{id}", s.handleGet)
+	m.HandleFunc("DELETE /v1/sandboxes/{id}", s.handleRemove)
+	m.HandleFunc("POST /v1/sandboxes/{id}/stop", s.handleStop)
+	m.HandleFunc("POST /v1/sandboxes/{id}/start", s.handleStart)
+	m.HandleFunc("GET /v1/sandboxes/{id}/events", s.handleEvents)
+	m.HandleFunc("/v1/sandboxes/{id}/sessions", s.handleForward)
+	m.HandleFunc("/v1/sandboxes/{id}/sessions/", s.handleForward)
+	m.HandleFunc("/v1/sandboxes/{id}/files", s.handleForward)
+	m.HandleFunc("/v1/sandboxes/{id}/files/", s.handleForward)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteError(w, fmt.Errorf("no route %s %s; see docs/api.md: %w", r.Method, r.URL.Path, wire.ErrNotFound))
+	})
+	s.mux = m
+}
+
+// ServeHTTP checks the bearer token and routes the request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/health" && !s.authorized(r) {
+		wire.WriteError(w, fmt.Errorf("missing or wrong bearer token: send Authorization: Bearer TOKEN (the token `limbs serve` printed or wrote to its state dir): %w", wire.ErrUnauthorized))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1
+}
+
+func (s *Server) provider(name string) (Provider, error) {
+	if name == "" {
+		name = s.opts.DefaultProvider
+	}
+	p, ok := s.opts.Providers[name]
+	if !ok {
+		return nil, fmt.Errorf("provider %q is not available here; use one of: %s: %w", name, strings.Join(providerNames(s.opts.Providers), ", "), wire.ErrBadRequest)
+	}
+	return p, nil
+}
+
+func providerNames(m map[string]Provider) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// newID returns prefix + 16 lowercase base32 characters (80 random bits):
+// short, so that socket paths stay under the 108-byte limit.
+func newID(prefix string) string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+}
+
+// errGone marks a lifecycle call on a sandbox removed meanwhile.
+var errGone = errors.New("sandbox was removed")

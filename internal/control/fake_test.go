@@ -1,0 +1,231 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// fakeProvider is a hand-written provider whose "sandboxes" are HTTP
+// servers on the real Unix socket in each sandbox's socket dir, answering
+// health and echoing every other request (path, query, Authorization), so
+// that the control plane's forwarding, registry, recovery and pool logic run
+// against real sockets and real HTTP.
+type fakeProvider struct {
+	mu        sync.Mutex
+	sandboxes map[string]*fakeSandbox
+	events    chan sandbox.Event
+	// startErr, when set, makes Start fail (a sandbox that cannot come back).
+	startErr error
+	creates   int
+}
+
+type fakeSandbox struct {
+	spec    sandbox.Spec
+	running bool
+	reason  string
+	srv     *http.Server
+}
+
+func newFakeProvider() *fakeProvider {
+	return &fakeProvider{sandboxes: map[string]*fakeSandbox{}, events: make(chan sandbox.Event, 64)}
+}
+
+func (f *fakeProvider) Name() string { return "fake" }
+
+func (f *fakeProvider) Note(spec sandbox.Spec) string {
+	if spec.Env["NOTE"] != "" {
+		return "fake sandbox " + spec.ID + " note: " + spec.Env["NOTE"]
+	}
+	return ""
+}
+
+func (f *fakeProvider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.creates++
+	if spec.Image == "broken" {
+		return sandbox.Instance{}, errors.New("image broken does not start")
+	}
+	sb := &fakeSandbox{spec: spec}
+	f.sandboxes[spec.ID] = sb
+	if err := sb.serve(); err != nil {
+		return sandbox.Instance{}, err
+	}
+	return f.instance(sb), nil
+}
+
+func (sb *fakeSandbox) serve() error {
+	sock := filepath.Join(sb.spec.SocketDir, "limbsd.sock")
+	_ = os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return err
+	}
+	token := sb.spec.Token
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteJSON(w, http.StatusOK, wire.Health{Status: "ok", Version: "fake"})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			wire.WriteError(w, fmt.Errorf("fake limbsd: wrong token: %w", wire.ErrUnauthorized))
+			return
+		}
+		wire.WriteJSON(w, http.StatusOK, echo{Path: r.URL.Path, Query: r.URL.RawQuery, Method: r.Method, Sandbox: sb.spec.ID})
+	})
+	sb.srv = &http.Server{Handler: mux}
+	sb.running = true
+	sb.reason = ""
+	go sb.srv.Serve(ln)
+	return nil
+}
+
+// echo is what the fake limbsd answers to every forwarded request.
+type echo struct {
+	Path    string `json:"path"`
+	Query   string `json:"query"`
+	Method  string `json:"method"`
+	Sandbox string `json:"sandbox"`
+}
+
+func (f *fakeProvider) instance(sb *fakeSandbox) sandbox.Instance {
+	return sandbox.Instance{
+		ID:         sb.spec.ID,
+		ProviderID: "fake-" + sb.spec.ID,
+		Labels: map[string]string{
+			sandbox.LabelManaged:  "true",
+			sandbox.LabelInstance: sb.spec.Instance,
+			sandbox.LabelSandbox:  sb.spec.ID,
+		},
+		State: sandbox.State{Running: sb.running, Reason: sb.reason},
+	}
+}
+
+func (f *fakeProvider) get(id string) (*fakeSandbox, error) {
+	sb, ok := f.sandboxes[id]
+	if !ok {
+		return nil, fmt.Errorf("fake sandbox %s: %w", id, wire.ErrNotFound)
+	}
+	return sb, nil
+}
+
+func (f *fakeProvider) Start(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	if f.startErr != nil {
+		return f.startErr
+	}
+	if sb.running {
+		return nil
+	}
+	return sb.serve()
+}
+
+func (sb *fakeSandbox) halt(reason string) {
+	if sb.srv != nil {
+		sb.srv.Close()
+		sb.srv = nil
+	}
+	sb.running = false
+	sb.reason = reason
+}
+
+func (f *fakeProvider) Stop(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	sb.halt("")
+	return nil
+}
+
+func (f *fakeProvider) Remove(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	sb.halt("")
+	delete(f.sandboxes, id)
+	return nil
+}
+
+func (f *fakeProvider) Inspect(ctx context.Context, id string) (sandbox.Instance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, err := f.get(id)
+	if err != nil {
+		return sandbox.Instance{}, err
+	}
+	return f.instance(sb), nil
+}
+
+func (f *fakeProvider) List(ctx context.Context, instance string) ([]sandbox.Instance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []sandbox.Instance
+	for _, sb := range f.sandboxes {
+		if sb.spec.Instance == instance {
+			out = append(out, f.instance(sb))
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeProvider) Events(ctx context.Context) (<-chan sandbox.Event, error) {
+	return f.events, nil
+}
+
+// kill makes a sandbox die on its own; with report, the provider tells the
+// control plane (as Docker events would).
+func (f *fakeProvider) kill(id, reason string, report bool) {
+	f.mu.Lock()
+	sb := f.sandboxes[id]
+	sb.halt(reason)
+	f.mu.Unlock()
+	if report {
+		f.events <- sandbox.Event{ID: id, Kind: "died", Reason: reason, Time: time.Now()}
+	}
+}
+
+func (f *fakeProvider) ids() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for id := range f.sandboxes {
+		out = append(out, id)
+	}
+	return out
+}
+
+func (f *fakeProvider) setStartErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.startErr = err
+}
+
+// closeAll stops every fake server (test cleanup).
+func (f *fakeProvider) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, sb := range f.sandboxes {
+		sb.halt("")
+	}
+}

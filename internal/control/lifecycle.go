@@ -1,0 +1,337 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/store"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Desired states of a sandbox.
+const (
+	desireRunning = "running"
+	desireStopped = "stopped"
+)
+
+// entry is one sandbox the control plane manages.
+type entry struct {
+	// op serialises lifecycle operations (create, start, stop, remove,
+	// recover) on this sandbox; it is held across provider calls.
+	op sync.Mutex
+
+	// Guarded by Server.mu.
+	rec     store.Record
+	removed bool
+
+	// Built once: the socket dir and token never change.
+	tr    *http.Transport
+	proxy *httputil.ReverseProxy
+}
+
+func (e *entry) closeIdle() {
+	if e.tr != nil {
+		e.tr.CloseIdleConnections()
+	}
+}
+
+func (s *Server) sandboxDir(id string) string {
+	return filepath.Join(s.opts.StateDir, "sandboxes", id)
+}
+
+// lookup finds a client-visible sandbox by id or name.
+func (s *Server) lookup(idOrName string) (*entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.sandboxes[idOrName]; ok && e.rec.Pool == "" {
+		return e, nil
+	}
+	for _, e := range s.sandboxes {
+		if e.rec.Pool == "" && e.rec.Name == idOrName {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("sandbox %q: %w; list them with `limbs sandbox ls`", idOrName, wire.ErrNotFound)
+}
+
+// record returns a copy of e's record.
+func (s *Server) record(e *entry) store.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.rec
+}
+
+// update changes e's record and persists it. It fails with errGone when the
+// sandbox was removed meanwhile.
+func (s *Server) update(e *entry, change func(r *store.Record)) (store.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.removed {
+		return e.rec, fmt.Errorf("sandbox %s: %w", e.rec.ID, errGone)
+	}
+	change(&e.rec)
+	e.rec.UpdatedAt = time.Now().UTC()
+	if err := s.db.Put(e.rec); err != nil {
+		return e.rec, fmt.Errorf("saving sandbox %s in the registry: %w", e.rec.ID, err)
+	}
+	return e.rec, nil
+}
+
+// event appends to the sandbox's lifecycle log; a failure to record is
+// logged, not fatal.
+func (s *Server) event(id, kind, reason, message string) {
+	if _, err := s.db.AppendEvent(id, store.Event{Time: time.Now().UTC(), Kind: kind, Reason: reason, Message: message}); err != nil {
+		s.log.Warn("recording a sandbox event", "sandbox", id, "kind", kind, "err", err)
+	}
+}
+
+// add registers a new entry, refusing a name already in use.
+func (s *Server) add(rec store.Record) (*entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec.Pool == "" {
+		for _, e := range s.sandboxes {
+			if e.rec.Pool == "" && (e.rec.Name == rec.Name || e.rec.ID == rec.Name) {
+				return nil, fmt.Errorf("a sandbox named %q exists already (%s); pick another name or remove it: %w", rec.Name, e.rec.ID, wire.ErrConflict)
+			}
+		}
+	}
+	if err := s.db.Put(rec); err != nil {
+		return nil, fmt.Errorf("saving sandbox %s in the registry: %w", rec.ID, err)
+	}
+	e := s.newEntry(rec)
+	s.sandboxes[rec.ID] = e
+	return e, nil
+}
+
+// forget drops e from memory and the registry.
+func (s *Server) forget(e *entry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.removed = true
+	delete(s.sandboxes, e.rec.ID)
+	e.closeIdle()
+	return s.db.Delete(e.rec.ID)
+}
+
+// specOf builds the provider spec of a record.
+func (s *Server) specOf(r store.Record) sandbox.Spec {
+	return sandbox.Spec{
+		ID:           r.ID,
+		Name:         r.Name,
+		Image:        r.Image,
+		Instance:     s.db.Instance(),
+		Cpus:         r.Limits.Cpus,
+		MemoryMB:     r.Limits.MemoryMB,
+		Pids:         r.Limits.Pids,
+		Network:      r.Limits.Network,
+		Env:          r.Env,
+		Workspace:    r.Workspace,
+		User:         r.Limits.User,
+		ReadOnlyRoot: r.Limits.ReadOnlyRoot,
+		TmpMB:        r.Limits.TmpMB,
+		SocketDir:    r.SocketDir,
+		LimbsdPath:   s.opts.LimbsdPath,
+		Token:        r.Token,
+	}
+}
+
+// validate checks a create request and returns the record it asks for.
+func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
+	p, err := s.provider(req.Provider)
+	if err != nil {
+		return store.Record{}, err
+	}
+	switch req.Network {
+	case "":
+		req.Network = "none"
+	case "none", "bridge":
+	default:
+		return store.Record{}, fmt.Errorf("network %q: use \"none\" or \"bridge\": %w", req.Network, wire.ErrBadRequest)
+	}
+	if req.Cpus < 0 || req.MemoryMB < 0 || req.Pids < 0 || req.TmpMB < 0 {
+		return store.Record{}, fmt.Errorf("negative limit in cpus/memory_mb/pids/tmp_mb: use 0 for the provider's default: %w", wire.ErrBadRequest)
+	}
+	id := newID("sb_")
+	name := req.Name
+	if name == "" {
+		name = id
+	}
+	now := time.Now().UTC()
+	return store.Record{
+		ID:       id,
+		Name:     name,
+		Provider: p.Name(),
+		Image:    req.Image,
+		Limits: wire.Limits{
+			Cpus: req.Cpus, MemoryMB: req.MemoryMB, Pids: req.Pids, Network: req.Network,
+			TmpMB: req.TmpMB, ReadOnlyRoot: req.ReadOnlyRoot, User: req.User,
+		},
+		Env:       req.Env,
+		Workspace: req.Workspace,
+		Status:    wire.SandboxCreating,
+		Desired:   desireRunning,
+		Token:     newToken(),
+		SocketDir: filepath.Join(s.sandboxDir(id), "run"),
+		CreatedAt: now,
+		UpdatedAt: now,
+	}, nil
+}
+
+// Create creates a sandbox, from the warm pool when one matches. A
+// provider's warning about it (no isolation, ignored limits) is in Message.
+func (s *Server) Create(ctx context.Context, req wire.CreateSandbox) (wire.Sandbox, error) {
+	rec, err := s.validate(req)
+	if err != nil {
+		return wire.Sandbox{}, err
+	}
+	if r, ok := s.pool.claim(rec); ok {
+		s.event(r.ID, "created", "", "taken from the warm pool")
+		s.log.Info("sandbox created from the warm pool", "sandbox", r.ID, "name", r.Name)
+		return toWire(r), nil
+	}
+	e, err := s.add(rec)
+	if err != nil {
+		return wire.Sandbox{}, err
+	}
+	r, err := s.provision(ctx, e)
+	if err != nil {
+		return wire.Sandbox{}, err
+	}
+	return toWire(r), nil
+}
+
+// provision asks the provider to create e (already in the registry with
+// status creating). On failure everything made for it is removed.
+func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) {
+	e.op.Lock()
+	defer e.op.Unlock()
+	rec := s.record(e)
+	p, err := s.provider(rec.Provider)
+	if err == nil {
+		err = os.MkdirAll(rec.SocketDir, 0o700)
+	}
+	var note string
+	if err == nil {
+		spec := s.specOf(rec)
+		if n, ok := p.(Noter); ok {
+			note = n.Note(spec)
+		}
+		if note != "" {
+			s.log.Warn(note, "sandbox", rec.ID)
+		}
+		var inst sandbox.Instance
+		inst, err = p.Create(ctx, spec)
+		if err == nil {
+			rec, err = s.update(e, func(r *store.Record) {
+				r.ProviderID = inst.ProviderID
+				r.Status = wire.SandboxRunning
+				r.Message = note
+			})
+		}
+	}
+	if err != nil {
+		// The client's context may be gone: clean up regardless.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if p != nil {
+			if rerr := p.Remove(cctx, rec.ID); rerr != nil && !errors.Is(rerr, wire.ErrNotFound) {
+				s.log.Warn("removing a sandbox whose create failed", "sandbox", rec.ID, "err", rerr)
+			}
+		}
+		_ = os.RemoveAll(s.sandboxDir(rec.ID))
+		_ = s.forget(e)
+		return rec, fmt.Errorf("creating sandbox with provider %s: %w", rec.Provider, err)
+	}
+	s.event(rec.ID, "created", "", note)
+	s.log.Info("sandbox created", "sandbox", rec.ID, "name", rec.Name, "provider", rec.Provider)
+	return rec, nil
+}
+
+// Remove deletes a sandbox and everything made for it.
+func (s *Server) Remove(ctx context.Context, e *entry) error {
+	e.op.Lock()
+	defer e.op.Unlock()
+	rec := s.record(e)
+	if p, err := s.provider(rec.Provider); err == nil {
+		if err := p.Remove(ctx, rec.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
+			return fmt.Errorf("removing sandbox %s: %w", rec.ID, err)
+		}
+	} else {
+		return fmt.Errorf("removing sandbox %s: its provider %s is not available: start limbs serve with it, then remove again: %w", rec.ID, rec.Provider, wire.ErrUnavailable)
+	}
+	if err := os.RemoveAll(s.sandboxDir(rec.ID)); err != nil {
+		return fmt.Errorf("removing the directory of sandbox %s: %w", rec.ID, err)
+	}
+	s.log.Info("sandbox removed", "sandbox", rec.ID)
+	return s.forget(e)
+}
+
+// Stop stops a sandbox; it stays stopped until Start.
+func (s *Server) Stop(ctx context.Context, e *entry) (store.Record, error) {
+	e.op.Lock()
+	defer e.op.Unlock()
+	rec, err := s.update(e, func(r *store.Record) { r.Desired = desireStopped })
+	if err != nil {
+		return rec, err
+	}
+	p, err := s.provider(rec.Provider)
+	if err != nil {
+		return rec, err
+	}
+	if err := p.Stop(ctx, rec.ID); err != nil {
+		return rec, fmt.Errorf("stopping sandbox %s: %w", rec.ID, err)
+	}
+	e.closeIdle()
+	rec, err = s.update(e, func(r *store.Record) {
+		r.Status = wire.SandboxStopped
+		r.Reason, r.Message = "", ""
+	})
+	s.event(rec.ID, "stopped", "", "")
+	return rec, err
+}
+
+// Start starts a stopped (or failed) sandbox.
+func (s *Server) Start(ctx context.Context, e *entry) (store.Record, error) {
+	e.op.Lock()
+	defer e.op.Unlock()
+	rec, err := s.update(e, func(r *store.Record) { r.Desired = desireRunning })
+	if err != nil {
+		return rec, err
+	}
+	p, err := s.provider(rec.Provider)
+	if err != nil {
+		return rec, err
+	}
+	if err := p.Start(ctx, rec.ID); err != nil {
+		return rec, fmt.Errorf("starting sandbox %s: %w", rec.ID, err)
+	}
+	rec, err = s.update(e, func(r *store.Record) {
+		r.Status = wire.SandboxRunning
+		r.Reason, r.Message = "", ""
+	})
+	s.event(rec.ID, "started", "", "")
+	return rec, err
+}
+
+func toWire(r store.Record) wire.Sandbox {
+	return wire.Sandbox{
+		ID:        r.ID,
+		Name:      r.Name,
+		Provider:  r.Provider,
+		Image:     r.Image,
+		Status:    r.Status,
+		CreatedAt: r.CreatedAt,
+		Limits:    r.Limits,
+		Reason:    r.Reason,
+		Message:   r.Message,
+	}
+}

@@ -1,0 +1,180 @@
+package control
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/store"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// pool keeps sandboxes created and started ahead of demand, per image, with
+// the default provider and default limits. Pool members live in the registry
+// like any sandbox, with Record.Pool set to their image, and are invisible
+// to clients until a create claims one.
+type pool struct {
+	s    *Server
+	want map[string]int
+	kick chan struct{}
+}
+
+func newPool(s *Server, want map[string]int) *pool {
+	return &pool{s: s, want: want, kick: make(chan struct{}, 1)}
+}
+
+func (p *pool) start(ctx context.Context) {
+	p.s.wg.Add(1)
+	go func() {
+		defer p.s.wg.Done()
+		p.run(ctx)
+	}()
+}
+
+// refill asks the background loop to top the pool up.
+func (p *pool) refill() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// claim hands over a ready pool sandbox matching rec (a validated create
+// request) or nil. Only plain requests match: the pool's image, the default
+// provider, default limits, no env and no workspace, because those are fixed
+// when a sandbox is created.
+func (p *pool) claim(rec store.Record) (store.Record, bool) {
+	s := p.s
+	if p.want[rec.Image] == 0 || rec.Provider != s.opts.DefaultProvider ||
+		rec.Limits != (wire.Limits{Network: "none"}) || len(rec.Env) > 0 || rec.Workspace != "" {
+		return store.Record{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.sandboxes {
+		if e.rec.Pool == rec.Image && e.rec.Status == wire.SandboxRunning && !e.removed {
+			for _, o := range s.sandboxes {
+				if o.rec.Pool == "" && (o.rec.Name == rec.Name || o.rec.ID == rec.Name) {
+					return store.Record{}, false // let the normal path report the conflict
+				}
+			}
+			r := e.rec
+			r.Pool = ""
+			if rec.Name != rec.ID { // a name was asked for
+				r.Name = rec.Name
+			} else {
+				r.Name = r.ID
+			}
+			r.CreatedAt = rec.CreatedAt
+			r.UpdatedAt = rec.CreatedAt
+			if err := s.db.Put(r); err != nil {
+				s.log.Warn("claiming a pool sandbox", "sandbox", r.ID, "err", err)
+				return store.Record{}, false
+			}
+			e.rec = r
+			p.refill()
+			return r, true
+		}
+	}
+	p.refill()
+	return store.Record{}, false
+}
+
+// run creates pool sandboxes until each image has its count, and removes
+// members of pools no longer asked for. Failures back off so that a broken
+// image does not spin.
+func (p *pool) run(ctx context.Context) {
+	backoff := time.Second
+	p.refill()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		}
+		for {
+			image, extra := p.next()
+			if image == "" && extra == nil {
+				break
+			}
+			if extra != nil {
+				if err := p.s.Remove(ctx, extra); err != nil {
+					p.s.log.Warn("removing a surplus pool sandbox", "err", err)
+				}
+				continue
+			}
+			if err := p.add(ctx, image); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				p.s.log.Warn("filling the warm pool failed; retrying later", "image", image, "err", err, "retry_in", backoff)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(backoff*2, time.Minute)
+				continue
+			}
+			backoff = time.Second
+		}
+	}
+}
+
+// next says what the pool lacks (an image to create) or has too much of (a
+// member to remove), or neither.
+func (p *pool) next() (string, *entry) {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	have := map[string][]*entry{}
+	for _, e := range s.sandboxes {
+		if e.rec.Pool != "" {
+			have[e.rec.Pool] = append(have[e.rec.Pool], e)
+		}
+	}
+	images := make([]string, 0, len(p.want))
+	for im := range p.want {
+		images = append(images, im)
+	}
+	sort.Strings(images)
+	for _, im := range images {
+		if len(have[im]) < p.want[im] {
+			return im, nil
+		}
+	}
+	for im, es := range have {
+		if len(es) > p.want[im] && es[0].rec.Status != wire.SandboxCreating {
+			return "", es[0]
+		}
+	}
+	return "", nil
+}
+
+func (p *pool) add(ctx context.Context, image string) error {
+	rec, err := p.s.validate(wire.CreateSandbox{Image: image})
+	if err != nil {
+		return err
+	}
+	rec.Pool = image
+	rec.Name = "pool-" + rec.ID
+	e, err := p.s.add(rec)
+	if err != nil {
+		return err
+	}
+	_, err = p.s.provision(ctx, e)
+	return err
+}
+
+// poolReady counts the pool sandboxes of image ready to be claimed.
+func (s *Server) poolReady(image string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.sandboxes {
+		if e.rec.Pool == image && e.rec.Status == wire.SandboxRunning {
+			n++
+		}
+	}
+	return n
+}

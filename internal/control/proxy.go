@@ -1,0 +1,138 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/store"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// newEntry builds the in-memory side of a sandbox: a transport that reaches
+// its limbsd through the Unix socket in its socket dir (never TCP) and a
+// reverse proxy that forwards /v1/sandboxes/{id}/X to limbsd's /v1/X with
+// the sandbox's own token. ReverseProxy passes WebSocket upgrades through,
+// so attach and watch work unchanged.
+func (s *Server) newEntry(rec store.Record) *entry {
+	sock := filepath.Join(rec.SocketDir, "limbsd.sock")
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	e := &entry{rec: rec, tr: tr}
+	auth := "Bearer " + rec.Token
+	e.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = "limbsd"
+			pr.Out.Host = "limbsd"
+			pr.Out.URL.Path = "/v1/" + forwardedPath(pr.In.URL.Path)
+			pr.Out.URL.RawPath = ""
+			pr.Out.Header.Set("Authorization", auth)
+		},
+		Transport: tr,
+		// Streams (watch over SSE, long output) go out as they come.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.unreachable(w, r, e, err)
+		},
+	}
+	return e
+}
+
+// forwardedPath turns /v1/sandboxes/{id}/rest into rest.
+func forwardedPath(p string) string {
+	rest := strings.TrimPrefix(p, "/v1/sandboxes/")
+	if _, after, ok := strings.Cut(rest, "/"); ok {
+		return after
+	}
+	return ""
+}
+
+func (s *Server) handleForward(w http.ResponseWriter, r *http.Request) {
+	e, err := s.lookup(r.PathValue("id"))
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	rec := s.record(e)
+	if rec.Status != wire.SandboxRunning {
+		wire.WriteError(w, notRunning(rec))
+		return
+	}
+	e.proxy.ServeHTTP(w, r)
+}
+
+// notRunning says why a sandbox cannot take requests and what to do.
+func notRunning(rec store.Record) error {
+	switch {
+	case rec.Status == wire.SandboxStopped:
+		return fmt.Errorf("sandbox %s is stopped; start it with `limbs sandbox start %s`: %w", rec.ID, rec.ID, wire.ErrUnavailable)
+	case rec.Status == wire.SandboxCreating:
+		return fmt.Errorf("sandbox %s is still being created; retry in a few seconds: %w", rec.ID, wire.ErrUnavailable)
+	case rec.Message != "":
+		return fmt.Errorf("sandbox %s is %s (%s): %s: %w", rec.ID, rec.Status, rec.Reason, rec.Message, wire.ErrUnavailable)
+	default:
+		return fmt.Errorf("sandbox %s is %s (%s): %w", rec.ID, rec.Status, rec.Reason, wire.ErrUnavailable)
+	}
+}
+
+// unreachable answers a forwarded request whose sandbox did not answer: a
+// 503 with the sandbox's state and the reason, never a bare 502.
+func (s *Server) unreachable(w http.ResponseWriter, r *http.Request, e *entry, err error) {
+	if r.Context().Err() != nil {
+		return // the client left; nobody reads the answer
+	}
+	rec := s.record(e)
+	if rec.Status != wire.SandboxRunning {
+		wire.WriteError(w, notRunning(rec))
+		return
+	}
+	reason := ""
+	if p, perr := s.provider(rec.Provider); perr == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		inst, ierr := p.Inspect(ctx, rec.ID)
+		cancel()
+		if ierr == nil && !inst.State.Running {
+			reason = inst.State.Reason
+			if reason == "" {
+				reason = "exited"
+			}
+		}
+	}
+	s.log.Warn("sandbox daemon unreachable", "sandbox", rec.ID, "err", err, "reason", reason)
+	if reason != "" {
+		wire.WriteError(w, fmt.Errorf("sandbox %s stopped (%s) during the request; limbs serve is bringing it back: retry in a few seconds: %w", rec.ID, reason, wire.ErrUnavailable))
+		return
+	}
+	wire.WriteError(w, fmt.Errorf("sandbox %s is running but its daemon did not answer (%v); retry in a few seconds, and see `limbs sandbox inspect %s`: %w", rec.ID, err, rec.ID, wire.ErrUnavailable))
+}
+
+// healthy asks the sandbox's limbsd for its health once.
+func (e *entry) healthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://limbsd/v1/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := e.tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health answered %s", resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/store"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Recovery retries: a sandbox that cannot be started again after this many
+// attempts stays failed until someone starts or removes it. The first retry
+// waits recoverBackoff, each next one twice as long (a variable so that
+// tests need not wait).
+const recoverAttempts = 5
+
+var recoverBackoff = time.Second
+
+// reconcile loads the registry and matches it against what the providers
+// report for this instance: known sandboxes are re-adopted, those the
+// registry does not know are orphans of an earlier run and are removed.
+// Nothing without this instance's label is ever looked at.
+func (s *Server) reconcile(ctx, bg context.Context) error {
+	recs, err := s.db.List()
+	if err != nil {
+		return fmt.Errorf("reading the registry: %w", err)
+	}
+	for _, r := range recs {
+		s.sandboxes[r.ID] = s.newEntry(r)
+	}
+	for name, p := range s.opts.Providers {
+		insts, err := p.List(ctx, s.db.Instance())
+		if err != nil {
+			return fmt.Errorf("listing the sandboxes of provider %s: %w", name, err)
+		}
+		seen := map[string]bool{}
+		for _, inst := range insts {
+			seen[inst.ID] = true
+			e, ok := s.sandboxes[inst.ID]
+			if !ok || e.rec.Provider != name {
+				s.log.Info("removing an orphan sandbox of an earlier run", "sandbox", inst.ID, "provider", name)
+				if err := p.Remove(ctx, inst.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
+					s.log.Warn("removing an orphan sandbox", "sandbox", inst.ID, "err", err)
+				}
+				if !ok {
+					_ = os.RemoveAll(s.sandboxDir(inst.ID))
+				}
+				continue
+			}
+			s.adopt(ctx, bg, p, e, inst)
+		}
+		for _, r := range recs {
+			if r.Provider != name || seen[r.ID] {
+				continue
+			}
+			e := s.sandboxes[r.ID]
+			if r.Status == wire.SandboxCreating || r.Pool != "" {
+				// An interrupted create (nobody got its id) or an idle
+				// pool sandbox: nothing to keep.
+				_ = os.RemoveAll(s.sandboxDir(r.ID))
+				_ = s.forget(e)
+				continue
+			}
+			_, _ = s.update(e, func(r *store.Record) {
+				r.Status = wire.SandboxFailed
+				r.Reason = "missing"
+				r.Message = fmt.Sprintf("the %s sandbox is gone (removed outside limbs?); remove it with `limbs sandbox rm %s`", name, r.ID)
+			})
+			s.event(r.ID, "missing", "missing", "")
+		}
+	}
+	for _, r := range recs {
+		if _, ok := s.opts.Providers[r.Provider]; !ok {
+			s.log.Warn("sandbox of a provider this limbs serve does not run; it is left alone", "sandbox", r.ID, "provider", r.Provider)
+		}
+	}
+	return nil
+}
+
+// adopt takes back a sandbox this instance created before a restart.
+func (s *Server) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandbox.Instance) {
+	rec := e.rec
+	switch {
+	case rec.Status == wire.SandboxCreating:
+		// Its create was interrupted: the client never got the id.
+		s.log.Info("removing a sandbox whose create was interrupted", "sandbox", rec.ID)
+		if err := p.Remove(ctx, rec.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
+			s.log.Warn("removing a half-created sandbox", "sandbox", rec.ID, "err", err)
+		}
+		_ = os.RemoveAll(s.sandboxDir(rec.ID))
+		_ = s.forget(e)
+	case rec.Desired == desireStopped:
+		if inst.State.Running {
+			if err := p.Stop(ctx, rec.ID); err != nil {
+				s.log.Warn("stopping a sandbox that should be stopped", "sandbox", rec.ID, "err", err)
+			}
+		}
+		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxStopped })
+	case inst.State.Running && e.healthy(ctx) == nil:
+		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxRunning })
+		s.event(rec.ID, "adopted", "", "")
+		s.log.Info("re-adopted a running sandbox", "sandbox", rec.ID)
+	default:
+		reason := inst.State.Reason
+		if reason == "" && inst.State.Running {
+			reason = "daemon_unreachable"
+		} else if reason == "" {
+			reason = "exited"
+		}
+		s.goRecover(bg, e, reason)
+	}
+}
+
+// watch turns provider events into recoveries.
+func (s *Server) watch(ctx context.Context, p Provider, evs <-chan sandbox.Event) {
+	oom := map[string]bool{}
+	for {
+		var ev sandbox.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok = <-evs:
+			if !ok {
+				return
+			}
+		}
+		s.mu.Lock()
+		e := s.sandboxes[ev.ID]
+		s.mu.Unlock()
+		if e == nil {
+			continue
+		}
+		switch ev.Kind {
+		case "oom":
+			// Docker reports the OOM kill before the death it causes.
+			oom[ev.ID] = true
+		case "died":
+			reason := ev.Reason
+			if oom[ev.ID] && (reason == "" || reason == "exited" || reason == "killed") {
+				reason = "oom_killed"
+			}
+			delete(oom, ev.ID)
+			if reason == "" {
+				reason = "exited"
+			}
+			s.goRecover(ctx, e, reason)
+		}
+	}
+}
+
+func (s *Server) goRecover(ctx context.Context, e *entry, reason string) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.recover(ctx, e, reason)
+	}()
+}
+
+// recover brings back a sandbox that stopped on its own. limbsd restores its
+// sessions (cwd and exported environment) from its state dir when it starts
+// again; the sandbox's status says what happened meanwhile.
+func (s *Server) recover(ctx context.Context, e *entry, reason string) {
+	e.op.Lock()
+	defer e.op.Unlock()
+	rec := s.record(e)
+	if rec.Desired != desireRunning || rec.Status == wire.SandboxCreating {
+		return // stopped on purpose, or a create still owns it
+	}
+	p, err := s.provider(rec.Provider)
+	if err != nil {
+		return
+	}
+	when := time.Now().UTC().Format(time.RFC3339)
+	rec, err = s.update(e, func(r *store.Record) {
+		r.Status = wire.SandboxFailed
+		r.Reason = reason
+		r.Message = fmt.Sprintf("recovering after %s at %s; retry in a few seconds", reason, when)
+	})
+	if err != nil {
+		return
+	}
+	e.closeIdle()
+	s.event(rec.ID, "died", reason, "")
+	s.log.Warn("sandbox stopped on its own; bringing it back", "sandbox", rec.ID, "reason", reason)
+
+	backoff := recoverBackoff
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err = p.Start(sctx, rec.ID)
+		cancel()
+		if err == nil {
+			break
+		}
+		s.log.Warn("restarting a sandbox failed", "sandbox", rec.ID, "attempt", attempt, "err", err)
+		if attempt == recoverAttempts || ctx.Err() != nil {
+			_, _ = s.update(e, func(r *store.Record) {
+				r.Message = fmt.Sprintf("stopped (%s) at %s and could not be restarted: %v; try `limbs sandbox start %s` or remove it", reason, when, err, r.ID)
+			})
+			s.event(rec.ID, "recovery_failed", reason, err.Error())
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	msg := fmt.Sprintf("recovered after %s at %s", reason, when)
+	_, _ = s.update(e, func(r *store.Record) {
+		r.Status = wire.SandboxRunning
+		r.Reason = reason
+		r.Message = msg
+	})
+	s.event(rec.ID, "recovered", reason, msg)
+	s.log.Info("sandbox recovered", "sandbox", rec.ID, "reason", reason)
+}
