@@ -26,7 +26,7 @@ type fakeProvider struct {
 	events    chan sandbox.Event
 	// startErr, when set, makes Start fail (a sandbox that cannot come back).
 	startErr error
-	creates   int
+	creates  int
 }
 
 type fakeSandbox struct {
