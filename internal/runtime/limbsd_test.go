@@ -1,0 +1,202 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/conformance"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// daemon is a limbsd built from this tree and running in temp directories.
+type daemon struct {
+	cmd    *exec.Cmd
+	dir    string
+	stderr *syncBuffer
+	exited chan struct{}
+}
+
+// syncBuffer collects the daemon's log for failure reports.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// limbsdBinary builds cmd/limbsd once per test binary, static as shipped.
+func limbsdBinary(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH: cannot build cmd/limbsd")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "limbsd-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "limbsd")
+		cmd := exec.Command(goBin, "build", "-o", binPath, "github.com/limbs-dev/limbs/cmd/limbsd")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building cmd/limbsd: %v", buildErr)
+	}
+	return binPath
+}
+
+// startDaemon runs limbsd on a Unix socket in a fresh temp directory and
+// stops it by PID when the test ends.
+func startDaemon(t *testing.T, extra ...string) *daemon {
+	t.Helper()
+	bin := limbsdBinary(t)
+	// Short path: a Unix socket path has ~108 bytes.
+	dir, err := os.MkdirTemp("", "limbsd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	args := append([]string{
+		"--listen", "unix://" + filepath.Join(dir, "limbsd.sock"),
+		"--workdir", filepath.Join(dir, "work"),
+		"--state-dir", filepath.Join(dir, "state"),
+	}, extra...)
+	d := &daemon{cmd: exec.Command(bin, args...), dir: dir, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	d.cmd.Stderr = d.stderr
+	d.cmd.Env = append(os.Environ(), "LIMBS_TOKEN=")
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("starting limbsd: %v", err)
+	}
+	go func() { d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() {
+		d.stop(t)
+		if t.Failed() {
+			log := d.stderr.String()
+			if len(log) > 8000 {
+				log = "...\n" + log[len(log)-8000:]
+			}
+			t.Logf("limbsd log (end):\n%s", log)
+		}
+	})
+	return d
+}
+
+// stop sends SIGTERM and waits; SIGKILL only if it does not stop.
+func (d *daemon) stop(t *testing.T) {
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(20 * time.Second):
+		t.Errorf("limbsd (pid %d) did not stop on SIGTERM; killing it", d.cmd.Process.Pid)
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
+}
+
+// client waits for the daemon to answer and returns a client for it.
+func (d *daemon) client(t *testing.T, token string) *client.Client {
+	t.Helper()
+	c, err := client.New("unix://"+filepath.Join(d.dir, "limbsd.sock"), token, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		_, err := c.Health(t.Context())
+		if err == nil {
+			return c
+		}
+		select {
+		case <-d.exited:
+			t.Fatalf("limbsd exited before answering: %v\n%s", d.cmd.ProcessState, d.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if i > 600 {
+			t.Fatalf("limbsd never answered on its socket: %v", err)
+		}
+	}
+}
+
+func TestLimbsdConformance(t *testing.T) {
+	d := startDaemon(t, "--token", testToken)
+	conformance.Run(t, d.client(t, testToken))
+}
+
+func TestLimbsdGeneratesToken(t *testing.T) {
+	d := startDaemon(t)
+	tokFile := filepath.Join(d.dir, "limbsd.token")
+	c := d.client(t, "")
+	tok, err := os.ReadFile(tokFile)
+	if err != nil {
+		t.Fatalf("no token file next to the socket: %v", err)
+	}
+	fi, err := os.Stat(tokFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", fi.Mode().Perm())
+	}
+	if _, err := c.ListSessions(t.Context()); err == nil {
+		t.Errorf("listing sessions without the token worked")
+	}
+	authed, err := client.New("unix://"+filepath.Join(d.dir, "limbsd.sock"), strings.TrimSpace(string(tok)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := authed.ListSessions(t.Context()); err != nil {
+		t.Errorf("listing sessions with the generated token: %v", err)
+	}
+}
+
+func TestLimbsdStopsCleanly(t *testing.T) {
+	d := startDaemon(t, "--token", testToken)
+	c := d.client(t, testToken)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "stop-test"}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	d.stop(t)
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("limbsd exit code after SIGTERM = %d, want 0\n%s", code, d.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, "limbsd.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket file still there after a clean stop: %v", err)
+	}
+}
