@@ -1,0 +1,787 @@
+package screen
+
+import (
+	"encoding/binary"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// maxPadColumn bounds how far cursor movement may carry the cursor past the
+// end of a line. A real terminal clamps at its right margin; without one, a
+// stream of "ESC[9999Cx" would turn a few input bytes into kilobytes of
+// spaces (and a 50 MiB stream into gigabytes).
+const maxPadColumn = 512
+
+// maxCSIParam caps a parsed CSI parameter so digits never overflow.
+const maxCSIParam = 1 << 16
+
+// Parser states. Only ground state prints; every other state is inside an
+// escape sequence whose bytes are dropped.
+const (
+	stGround    uint8 = iota
+	stEsc             // after ESC
+	stEscInter        // ESC + intermediate bytes, waiting for the final
+	stCSI             // ESC [ or 8-bit CSI, until a final byte 0x40-0x7E
+	stString          // OSC, DCS, SOS, PM, APC: until BEL or ST
+	stStringEsc       // ESC inside a string: ST if '\' follows
+)
+
+// textByte marks the ASCII bytes that print as themselves: NUL (kept: a
+// valid character in JSON), TAB, and 0x20-0x7E.
+var textByte = func() (t [256]bool) {
+	t[0] = true
+	t['\t'] = true
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	return t
+}()
+
+var (
+	replacement = []byte(string(utf8.RuneError))
+	newline     = []byte{'\n'}
+)
+
+// asciiRun returns the end of the run of printable ASCII (textByte) that
+// starts at p[i]. Plain text is nearly all such runs, so it tests eight
+// bytes at a time: no byte below 0x20, none at or above 0x7F.
+func asciiRun(p []byte, i int) int {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	for i+8 <= len(p) {
+		x := binary.LittleEndian.Uint64(p[i:])
+		if ((x-0x20*ones)&^x|(x+ones)|x)&highs != 0 {
+			break
+		}
+		i += 8
+	}
+	for i < len(p) && textByte[p[i]] {
+		i++
+	}
+	return i
+}
+
+// Clean returns raw as a person would read it (no truncation): escape
+// sequences removed, "\r\n" as "\n", carriage-return overwrites,
+// backspaces and in-line cursor movement and erasure applied, invalid UTF-8
+// replaced by U+FFFD, NUL kept, other control characters dropped.
+func Clean(raw []byte) string {
+	t := NewText(0)
+	t.out.head = make([]byte, 0, len(raw))
+	t.Write(raw)
+	s, _, _ := t.Result()
+	return s
+}
+
+// Text accumulates a stream chunk by chunk (chunks split anywhere: inside an
+// escape sequence, inside a UTF-8 rune, between \r and \n) and keeps only the
+// first and last max/2 characters in memory, counting what it drops. Its
+// output is the same as [Clean] of the concatenated chunks, whatever the
+// split.
+//
+// Characters are runes, not display columns: a wide CJK character or an
+// emoji counts as one. The line being written stays in memory whole until
+// its newline (a progress bar rewritten with \r stays small; a 50 MiB line
+// without a newline is held).
+//
+// A Text is not safe for concurrent use.
+type Text struct {
+	state uint8
+
+	// CSI being parsed: its first parameter, and whether it can matter to
+	// the text at all (no private marker, no intermediates).
+	csiN      int
+	csiSep    bool
+	csiIgnore bool
+
+	// pend holds the first bytes of a UTF-8 rune cut by a chunk boundary.
+	pend  [utf8.UTFMax]byte
+	npend int
+	// eof makes an incomplete rune at the end of the input invalid instead
+	// of pending (set only on the throwaway copy Result works on).
+	eof bool
+
+	// The current line, valid UTF-8, and the cursor in it: cur is a byte
+	// offset at a rune boundary, col the rune column of cur, pad the
+	// columns the cursor stands past the end of the line (pad > 0 only when
+	// cur == len(line)).
+	line      []byte
+	lineRunes int
+	cur       int
+	col       int
+	pad       int
+
+	// A saved cursor (ESC 7, CSI s) followed by a jump to another row means
+	// the program is drawing somewhere else on the screen (apt's progress
+	// bar on the last row) until it restores the cursor: that drawing is
+	// not part of the flow of text, so it is dropped while away.
+	saved                      bool
+	away                       bool
+	savedCol, savedLine, lines int
+
+	out accumulator
+}
+
+// NewText returns a Text that keeps at most max characters (plus the note
+// saying how many were left out); max <= 0 means no limit.
+func NewText(max int) *Text {
+	t := &Text{}
+	if max <= 0 {
+		t.out.head1 = -1
+	} else {
+		t.out.head1 = max / 2
+		t.out.tail1 = max - max/2
+	}
+	return t
+}
+
+// Write feeds the next chunk of the raw stream. It never fails.
+func (t *Text) Write(p []byte) (int, error) {
+	n := len(p)
+	if t.npend > 0 {
+		p = t.finishPending(p)
+	}
+	t.feed(p)
+	return n, nil
+}
+
+// finishPending completes the rune cut by the previous chunk boundary with
+// the first bytes of p and returns the rest of p.
+func (t *Text) finishPending(p []byte) []byte {
+	var buf [2 * utf8.UTFMax]byte
+	b := append(buf[:0], t.pend[:t.npend]...)
+	b = append(b, p[:min(len(p), utf8.UTFMax-t.npend)]...)
+	if !utf8.FullRune(b) {
+		// Still cut: p was shorter than the rest of the rune.
+		t.npend = copy(t.pend[:], b)
+		return nil
+	}
+	r, size := utf8.DecodeRune(b)
+	if size > t.npend {
+		used := size - t.npend
+		t.npend = 0
+		t.putRune(r, b[:size])
+		return p[used:]
+	}
+	// The pending bytes do not start a valid rune after all: the first one is
+	// invalid, and the others are decoded again, as they would have been
+	// had the stream arrived in one piece.
+	var rest [utf8.UTFMax]byte
+	nrest := copy(rest[:], t.pend[1:t.npend])
+	t.npend = 0
+	t.putText(replacement, 1)
+	t.feed(rest[:nrest])
+	return p
+}
+
+// putRune writes one decoded non-ASCII rune: C1 controls are invisible.
+func (t *Text) putRune(r rune, enc []byte) {
+	if r >= 0x80 && r <= 0x9f {
+		return
+	}
+	t.putText(enc, 1)
+}
+
+// feed runs the parser over p. Ground state is the hot path: it scans runs of
+// printable text and hands each run over in one piece.
+func (t *Text) feed(p []byte) {
+	i := 0
+	for i < len(p) {
+		if t.state != stGround {
+			i = t.escape(p, i)
+			continue
+		}
+		start, runes := i, 0
+		for i < len(p) {
+			j := asciiRun(p, i)
+			runes += j - i
+			i = j
+			if i == len(p) || p[i] < 0x80 {
+				break
+			}
+			if !utf8.FullRune(p[i:]) {
+				break
+			}
+			r, size := utf8.DecodeRune(p[i:])
+			if (r == utf8.RuneError && size == 1) || r <= 0x9f {
+				break
+			}
+			i += size
+			runes++
+		}
+		if i > start && !t.away {
+			if len(t.line) == 0 && t.pad == 0 {
+				// A whole line with nothing under it goes straight to the
+				// output ("\r\n" ends a line exactly as "\n" does).
+				nl := 0
+				if i < len(p) && p[i] == '\n' {
+					nl = 1
+				} else if i+1 < len(p) && p[i] == '\r' && p[i+1] == '\n' {
+					nl = 2
+				}
+				if nl > 0 {
+					t.out.write(p[start:i], runes)
+					t.out.write(newline, 1)
+					t.lines++
+					i += nl
+					continue
+				}
+			}
+			t.putText(p[start:i], runes)
+		}
+		if i == len(p) {
+			return
+		}
+		c := p[i]
+		if c < 0x80 {
+			if c == 0x1b {
+				t.state = stEsc
+			} else {
+				t.control(c)
+			}
+			i++
+			continue
+		}
+		if !utf8.FullRune(p[i:]) && !t.eof {
+			t.npend = copy(t.pend[:], p[i:])
+			return
+		}
+		r, size := utf8.DecodeRune(p[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			if c == 0x9b {
+				// A raw 8-bit CSI (it is not part of any valid rune).
+				t.startCSI()
+			} else if !t.away {
+				t.putText(replacement, 1)
+			}
+		case t.away:
+		default:
+			t.putRune(r, p[i:i+size])
+		}
+		i += size
+	}
+}
+
+// control executes a C0 control character (ESC excluded).
+func (t *Text) control(c byte) {
+	if t.away {
+		return
+	}
+	switch c {
+	case '\n':
+		t.newline()
+	case '\r':
+		t.cur, t.col, t.pad = 0, 0, 0
+	case '\b':
+		t.left(1)
+	}
+	// Every other control (BEL, SO, SI, ...) shows nothing.
+}
+
+func (t *Text) startCSI() {
+	t.state = stCSI
+	t.csiN, t.csiSep, t.csiIgnore = 0, false, false
+}
+
+// escape consumes bytes of an escape sequence from p[i:] and returns where
+// it stopped: at the end of p, or just after the sequence ended.
+func (t *Text) escape(p []byte, i int) int {
+	for ; i < len(p); i++ {
+		c := p[i]
+		// Controls act the same in every escape state (as in a DEC parser):
+		// CAN and SUB abort, ESC restarts, the rest execute in place.
+		if c < 0x20 {
+			switch {
+			case t.state == stString || t.state == stStringEsc:
+				switch c {
+				case 0x07, 0x18, 0x1a: // BEL ends a string (xterm); CAN, SUB abort
+					t.state = stGround
+					return i + 1
+				case 0x1b:
+					t.state = stStringEsc
+				}
+			case c == 0x18 || c == 0x1a:
+				t.state = stGround
+				return i + 1
+			case c == 0x1b:
+				t.state = stEsc
+			default:
+				t.control(c)
+			}
+			continue
+		}
+		switch t.state {
+		case stEsc:
+			switch {
+			case c == '[':
+				t.startCSI()
+			case c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_':
+				t.state = stString
+			case c >= 0x20 && c <= 0x2f:
+				t.state = stEscInter
+			case c >= 0x30 && c <= 0x7e:
+				t.state = stGround
+				switch c {
+				case '7': // DECSC
+					t.saveCursor()
+				case '8': // DECRC
+					t.restoreCursor()
+				}
+				return i + 1
+			case c == 0x7f:
+			default:
+				// Not an escape sequence after all: print from here.
+				t.state = stGround
+				return i
+			}
+		case stEscInter:
+			switch {
+			case c >= 0x20 && c <= 0x2f, c == 0x7f:
+			case c >= 0x30 && c <= 0x7e:
+				t.state = stGround
+				return i + 1
+			default:
+				t.state = stGround
+				return i
+			}
+		case stCSI:
+			switch {
+			case c >= '0' && c <= '9':
+				if !t.csiSep {
+					t.csiN = min(t.csiN*10+int(c-'0'), maxCSIParam)
+				}
+			case c == ';' || c == ':':
+				t.csiSep = true
+			case c >= 0x3c && c <= 0x3f:
+				// A private marker (ESC[?25l): nothing for plain text.
+				t.csiIgnore = true
+			case c >= 0x20 && c <= 0x2f:
+				t.csiIgnore = true
+			case c >= 0x40 && c <= 0x7e:
+				t.state = stGround
+				if !t.csiIgnore {
+					t.csi(c)
+				}
+				return i + 1
+			case c == 0x7f:
+			default:
+				// A byte no CSI can hold (binary garbage): the sequence was
+				// not one; print from here rather than swallow text.
+				t.state = stGround
+				return i
+			}
+		case stString:
+			// Skip the string body fast: only BEL, CAN, SUB and ESC end it.
+			for i < len(p) && p[i] >= 0x20 {
+				i++
+			}
+			i--
+		case stStringEsc:
+			if c == '\\' {
+				t.state = stGround
+				return i + 1
+			}
+			// ESC then anything else ends the string and starts a new
+			// escape sequence with that byte.
+			t.state = stEsc
+			i--
+		}
+	}
+	return i
+}
+
+// csi applies the CSI sequences that change what a line reads; every other
+// one (colors, modes, cursor rows, scrolling) is dropped.
+func (t *Text) csi(final byte) {
+	n := t.csiN
+	count := max(n, 1) // a missing or zero count means one
+	switch final {
+	case 's':
+		if n == 0 && !t.csiSep {
+			t.saveCursor()
+		}
+		return
+	case 'u':
+		t.restoreCursor()
+		return
+	case 'H', 'f', 'A', 'B', 'd', 'E', 'F':
+		// Another row: with a saved cursor to come back to, what follows is
+		// drawn elsewhere; without one it is (a `clear`, a redraw) just
+		// dropped movement.
+		if t.saved {
+			t.away = true
+		}
+		return
+	}
+	if t.away {
+		return
+	}
+	switch final {
+	case 'K': // EL: erase in line
+		t.erase(n)
+	case 'J': // ED: on the current line, same as EL
+		if n < 2 {
+			t.erase(n)
+		}
+	case 'D': // CUB
+		t.left(count)
+	case 'C': // CUF
+		t.right(count)
+	case 'G', '`': // CHA, HPA: 1-based column
+		t.cur, t.col, t.pad = 0, 0, 0
+		t.right(count - 1)
+	case 'X': // ECH: blank count characters, cursor stays
+		t.blank(t.cur, count)
+	case 'P': // DCH: delete count characters, the rest shifts left
+		end := t.runeEnd(t.cur, count)
+		t.lineRunes -= utf8.RuneCount(t.line[t.cur:end])
+		t.line = slices.Delete(t.line, t.cur, end)
+	case '@': // ICH: insert count blanks, the rest shifts right
+		if t.cur < len(t.line) {
+			count = min(count, maxPadColumn)
+			t.line = slices.Insert(t.line, t.cur, spaces(count)...)
+			t.lineRunes += count
+		}
+	}
+}
+
+func (t *Text) saveCursor() {
+	if t.away {
+		return // the position to come back to is the one saved first
+	}
+	t.saved = true
+	t.savedCol = t.col + t.pad
+	t.savedLine = t.lines
+}
+
+func (t *Text) restoreCursor() {
+	if !t.saved {
+		return
+	}
+	t.saved, t.away = false, false
+	// Back on a finished line is out of reach. The line may have changed
+	// meanwhile, so the saved column is found again rather than trusted as
+	// a byte offset.
+	if t.savedLine == t.lines {
+		t.cur, t.col, t.pad = 0, 0, 0
+		t.right(t.savedCol)
+	}
+}
+
+// erase implements EL: 0 to the end of the line, 1 up to and including the
+// cursor, 2 the whole line (the cursor stays where it is).
+func (t *Text) erase(mode int) {
+	switch mode {
+	case 0:
+		t.line = t.line[:t.cur]
+		t.lineRunes = t.col
+	case 1:
+		if t.cur == len(t.line) {
+			t.clearLine()
+			return
+		}
+		t.blank(0, t.col+1)
+	case 2:
+		t.clearLine()
+	}
+}
+
+// clearLine empties the line and keeps the cursor's column.
+func (t *Text) clearLine() {
+	column := t.col + t.pad
+	t.line = t.line[:0]
+	t.lineRunes, t.cur, t.col, t.pad = 0, 0, 0, 0
+	t.pad = min(column, maxPadColumn)
+}
+
+// blank overwrites up to n characters from byte offset from with spaces,
+// without moving the cursor. Blanks past the end of the line are not
+// written: they would only be invented trailing spaces.
+func (t *Text) blank(from, n int) {
+	end := t.runeEnd(from, n)
+	k := utf8.RuneCount(t.line[from:end])
+	if k == end-from {
+		copy(t.line[from:end], spaces(k))
+		return
+	}
+	t.line = slices.Replace(t.line, from, end, spaces(k)...)
+	if t.cur > from {
+		// Only reached from erase(1), with the cursor's rune included.
+		t.cur = from + k - 1
+	}
+}
+
+// runeEnd returns the byte offset n runes after byte offset from (or the
+// end of the line).
+func (t *Text) runeEnd(from, n int) int {
+	i := from
+	for ; n > 0 && i < len(t.line); n-- {
+		if t.line[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		_, size := utf8.DecodeRune(t.line[i:])
+		i += size
+	}
+	return i
+}
+
+func (t *Text) left(n int) {
+	if t.pad > 0 {
+		d := min(n, t.pad)
+		t.pad -= d
+		n -= d
+	}
+	for ; n > 0 && t.cur > 0; n-- {
+		_, size := utf8.DecodeLastRune(t.line[:t.cur])
+		t.cur -= size
+		t.col--
+	}
+}
+
+func (t *Text) right(n int) {
+	end := t.runeEnd(t.cur, n)
+	k := utf8.RuneCount(t.line[t.cur:end])
+	t.cur, t.col = end, t.col+k
+	if n -= k; n > 0 {
+		limit := max(t.lineRunes, maxPadColumn)
+		t.pad = min(t.pad+n, max(limit-t.lineRunes, 0))
+	}
+}
+
+func (t *Text) newline() {
+	t.line = append(t.line, '\n')
+	t.out.write(t.line, t.lineRunes+1)
+	t.lines++
+	t.line = t.line[:0]
+	t.lineRunes, t.cur, t.col, t.pad = 0, 0, 0, 0
+}
+
+// putText writes s (valid UTF-8 of runes characters, no controls but NUL and
+// TAB) at the cursor: overwriting what is under it, extending the line past
+// its end.
+func (t *Text) putText(s []byte, runes int) {
+	if t.away {
+		return
+	}
+	for len(s) > 0 && t.cur < len(t.line) {
+		if s[0] < utf8.RuneSelf && t.line[t.cur] < utf8.RuneSelf {
+			t.line[t.cur] = s[0]
+			t.cur++
+			t.col++
+			s = s[1:]
+			runes--
+			continue
+		}
+		_, ns := utf8.DecodeRune(s)
+		_, no := utf8.DecodeRune(t.line[t.cur:])
+		if ns == no {
+			copy(t.line[t.cur:], s[:ns])
+		} else {
+			t.line = slices.Replace(t.line, t.cur, t.cur+no, s[:ns]...)
+		}
+		t.cur += ns
+		t.col++
+		s = s[ns:]
+		runes--
+	}
+	if len(s) == 0 {
+		return
+	}
+	if t.pad > 0 {
+		t.line = append(t.line, spaces(t.pad)...)
+		t.lineRunes += t.pad
+		t.pad = 0
+	}
+	t.line = append(t.line, s...)
+	t.lineRunes += runes
+	t.cur, t.col = len(t.line), t.lineRunes
+}
+
+var spaceRun = []byte("                                                                ")
+
+// spaces returns n spaces (n <= maxPadColumn in practice).
+func spaces(n int) []byte {
+	if n <= len(spaceRun) {
+		return spaceRun[:n]
+	}
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = ' '
+	}
+	return b
+}
+
+// Result finishes the text (flushes a pending partial line) and returns it,
+// whether anything was left out, and the total character count.
+// When truncated, a single line is inserted between head and tail:
+//
+//	"\n[... N characters omitted ...]\n"
+//
+// and the returned string (head + note + tail) is at most max characters
+// plus the note.
+//
+// Result does not consume anything: the Text can keep receiving writes,
+// and a later Result covers everything written so far.
+func (t *Text) Result() (out string, truncated bool, total int) {
+	line, lineRunes := t.line, t.lineRunes
+	if t.npend > 0 {
+		// The stream ends inside a rune: decode what is there as invalid,
+		// on a copy, so that the Text itself can still continue the rune.
+		c := *t
+		c.line = slices.Clone(t.line)
+		c.npend, c.eof = 0, true
+		c.feed(t.pend[:t.npend])
+		line, lineRunes = c.line, c.lineRunes
+	}
+	a := &t.out
+	total = a.total + lineRunes
+	segs := []segment{{a.head, a.headRunes}, {a.tail, a.tailRunes}, {line, lineRunes}}
+	keep := a.head1 + a.tail1
+	if a.head1 < 0 || total <= keep {
+		return concat(segs), false, total
+	}
+	omitted := total - keep
+	note := "\n[... " + strconv.Itoa(omitted) + " characters omitted ...]\n"
+	head := prefix(segs, a.head1)
+	tail := suffix(segs, a.tail1)
+	head = append(head, segment{b: []byte(note)})
+	return concat(append(head, tail...)), true, total
+}
+
+// segment is a piece of valid UTF-8 and its rune count.
+type segment struct {
+	b     []byte
+	runes int
+}
+
+func concat(segs []segment) string {
+	n := 0
+	for _, s := range segs {
+		n += len(s.b)
+	}
+	b := make([]byte, 0, n)
+	for _, s := range segs {
+		b = append(b, s.b...)
+	}
+	return string(b)
+}
+
+// prefix returns the first n runes of the concatenation of segs.
+func prefix(segs []segment, n int) []segment {
+	var out []segment
+	for _, s := range segs {
+		if n == 0 {
+			break
+		}
+		if s.runes <= n {
+			out = append(out, s)
+			n -= s.runes
+			continue
+		}
+		out = append(out, segment{s.b[:firstRunes(s.b, n)], n})
+		n = 0
+	}
+	return out
+}
+
+// suffix returns the last n runes of the concatenation of segs.
+func suffix(segs []segment, n int) []segment {
+	var out []segment
+	for i := len(segs) - 1; i >= 0 && n > 0; i-- {
+		s := segs[i]
+		if s.runes <= n {
+			out = append(out, s)
+			n -= s.runes
+			continue
+		}
+		out = append(out, segment{s.b[lastRunes(s.b, n):], n})
+		n = 0
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// firstRunes returns the byte length of the first n runes of valid UTF-8 b.
+func firstRunes(b []byte, n int) int {
+	i := 0
+	for ; n > 0 && i < len(b); n-- {
+		if n >= 8 && i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:])&0x8080808080808080 == 0 {
+			i += 8 // eight ASCII runes at once
+			n -= 7
+			continue
+		}
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		_, size := utf8.DecodeRune(b[i:])
+		i += size
+	}
+	return i
+}
+
+// lastRunes returns the byte offset where the last n runes of valid UTF-8 b
+// start.
+func lastRunes(b []byte, n int) int {
+	i := len(b)
+	for ; n > 0 && i > 0; n-- {
+		i--
+		for i > 0 && b[i]&0xc0 == 0x80 {
+			i--
+		}
+	}
+	return i
+}
+
+// accumulator keeps the first head1 and the last tail1 characters of the
+// finished lines and counts the rest.
+type accumulator struct {
+	head1, tail1 int // budgets in runes; head1 < 0: keep everything in head
+
+	head      []byte
+	headRunes int
+	tail      []byte
+	tailRunes int
+	total     int
+}
+
+func (a *accumulator) write(b []byte, runes int) {
+	a.total += runes
+	if a.head1 < 0 {
+		a.head = append(a.head, b...)
+		a.headRunes += runes
+		return
+	}
+	if room := a.head1 - a.headRunes; room > 0 {
+		if runes <= room {
+			a.head = append(a.head, b...)
+			a.headRunes += runes
+			return
+		}
+		n := firstRunes(b, room)
+		a.head = append(a.head, b[:n]...)
+		a.headRunes += room
+		b, runes = b[n:], runes-room
+	}
+	if a.tail1 == 0 {
+		return
+	}
+	if runes >= a.tail1 {
+		a.tail = append(a.tail[:0], b[lastRunes(b, a.tail1):]...)
+		a.tailRunes = a.tail1
+		return
+	}
+	a.tail = append(a.tail, b...)
+	a.tailRunes += runes
+	// Drop the front in batches so each byte is moved O(1) times.
+	if extra := a.tailRunes - a.tail1; extra >= max(a.tail1, 4096) {
+		n := firstRunes(a.tail, extra)
+		a.tail = a.tail[:copy(a.tail, a.tail[n:])]
+		a.tailRunes = a.tail1
+	}
+}
