@@ -1,0 +1,335 @@
+package docker
+
+import (
+	"debug/elf"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Defaults for the Spec fields left zero. A negative Cpus, MemoryMB, Pids or
+// TmpMB removes that limit.
+const (
+	DefaultImage    = "limbs/base:latest"
+	DefaultUser     = "1000:1000"
+	DefaultCpus     = 2.0
+	DefaultMemoryMB = 2048
+	DefaultPids     = 512
+	DefaultTmpMB    = 512
+	DefaultNetwork  = "none"
+)
+
+// Paths inside the sandbox.
+const (
+	LimbsdPath = "/opt/limbs/limbsd"
+	SocketDir  = "/run/limbs"
+	Socket     = SocketDir + "/limbsd.sock"
+	Workspace  = "/workspace"
+	// StateDir lives in the socket directory, a host bind mount, because it
+	// is the one place that survives a container restart (even with a
+	// read-only root), that uid 1000 can write in any image, and that adds
+	// no mount: limbsd's session state and output logs are there.
+	StateDir = SocketDir + "/state"
+)
+
+// Labels the provider adds to sandbox.LabelManaged/Instance/Sandbox.
+const (
+	labelName      = "limbs.name"
+	labelVolume    = "limbs.workspace-volume" // set only when the provider created it
+	labelSocketDir = "limbs.socket-dir"
+)
+
+// containerName is the name of a sandbox's container; it also makes a
+// second Create of the same sandbox id fail with a conflict.
+func containerName(id string) string { return "limbs-" + id }
+
+// volumeName is the name of the workspace volume the provider creates when
+// the Spec names none.
+func volumeName(id string) string { return "limbs-ws-" + id }
+
+var (
+	idRE     = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$`)
+	volumeRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+)
+
+// dockerSockets are the engine sockets a workspace bind mount must never
+// expose.
+var dockerSockets = []string{"/var/run/docker.sock", "/run/docker.sock"}
+
+// withDefaults fills the zero fields of spec.
+func withDefaults(spec sandbox.Spec) sandbox.Spec {
+	if spec.Image == "" {
+		spec.Image = DefaultImage
+	}
+	if spec.User == "" {
+		spec.User = DefaultUser
+	}
+	if spec.Cpus == 0 {
+		spec.Cpus = DefaultCpus
+	}
+	if spec.MemoryMB == 0 {
+		spec.MemoryMB = DefaultMemoryMB
+	}
+	if spec.Pids == 0 {
+		spec.Pids = DefaultPids
+	}
+	if spec.TmpMB == 0 {
+		spec.TmpMB = DefaultTmpMB
+	}
+	if spec.Network == "" {
+		spec.Network = DefaultNetwork
+	}
+	return spec
+}
+
+// workspaceKind says how the Spec's Workspace is mounted.
+type workspaceKind int
+
+const (
+	wsNewVolume workspaceKind = iota // empty: a volume the provider creates and later removes
+	wsVolume                         // a volume name: used, never removed
+	wsHostDir                        // an absolute host path: bind-mounted, never removed
+)
+
+func classifyWorkspace(ws string) workspaceKind {
+	switch {
+	case ws == "":
+		return wsNewVolume
+	case strings.HasPrefix(ws, "/"):
+		return wsHostDir
+	default:
+		return wsVolume
+	}
+}
+
+// validate checks a defaulted spec and says what to fix.
+func validate(spec sandbox.Spec) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("sandbox %q: %s: %w", spec.ID, fmt.Sprintf(format, a...), wire.ErrBadRequest)
+	}
+	if !idRE.MatchString(spec.ID) {
+		return bad("id %q: use letters, digits, '_', '.', '-'", spec.ID)
+	}
+	if spec.Network != "none" && spec.Network != "bridge" {
+		return bad("network %q: use none (default) or bridge", spec.Network)
+	}
+	if !filepath.IsAbs(spec.SocketDir) {
+		return bad("socket dir %q must be an absolute host path", spec.SocketDir)
+	}
+	if err := checkStatic(spec.LimbsdPath); err != nil {
+		return bad("%v", err)
+	}
+	switch classifyWorkspace(spec.Workspace) {
+	case wsVolume:
+		if !volumeRE.MatchString(spec.Workspace) {
+			return bad("workspace %q is neither an absolute host directory nor a volume name", spec.Workspace)
+		}
+	case wsHostDir:
+		if err := checkHostWorkspace(spec.Workspace); err != nil {
+			return bad("%v", err)
+		}
+	}
+	return nil
+}
+
+// checkStatic refuses a limbsd that cannot run in an arbitrary image: a
+// missing file or a dynamically linked one.
+func checkStatic(path string) error {
+	hint := "build it with CGO_ENABLED=0 go build -o bin/limbsd ./cmd/limbsd"
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("limbsd path %q must be an absolute host path; %s", path, hint)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("limbsd binary %s: %v; %s", path, err, hint)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("limbsd binary %s is dynamically linked and would not start in most images; %s", path, hint)
+		}
+	}
+	return nil
+}
+
+// checkHostWorkspace refuses host directories that would expose the host:
+// the root, and any directory holding the Docker socket.
+func checkHostWorkspace(dir string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("workspace %s: %v; create the directory first", dir, err)
+	}
+	if real == "/" {
+		return fmt.Errorf("workspace %s is the host's root directory; pass a project directory", dir)
+	}
+	for _, s := range dockerSockets {
+		sock := s
+		if r, err := filepath.EvalSymlinks(s); err == nil {
+			sock = r
+		}
+		if rel, err := filepath.Rel(real, sock); err == nil && !strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("workspace %s contains the Docker socket %s, which would give the sandbox the host; pass a directory that does not", dir, s)
+		}
+	}
+	return nil
+}
+
+// parseUser returns the numeric uid and gid of a "uid[:gid]" user, and
+// ok=false for names, which only the image's /etc/passwd can resolve.
+func parseUser(user string) (uid, gid int, ok bool) {
+	u, g, hasGroup := strings.Cut(user, ":")
+	uid, err := strconv.Atoi(u)
+	if err != nil || uid < 0 {
+		return 0, 0, false
+	}
+	gid = uid
+	if hasGroup {
+		if gid, err = strconv.Atoi(g); err != nil || gid < 0 {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
+}
+
+// createOptions turns a defaulted, valid spec into the engine's create
+// request. volume is the workspace volume's name (wsNewVolume, wsVolume);
+// noCopy is set when the provider already gave a new volume to the
+// sandbox's user, so the image's /workspace ownership must not replace it.
+func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerCreateOptions {
+	labels := map[string]string{
+		sandbox.LabelManaged:  "true",
+		sandbox.LabelInstance: spec.Instance,
+		sandbox.LabelSandbox:  spec.ID,
+		labelName:             spec.Name,
+		labelSocketDir:        spec.SocketDir,
+	}
+
+	var ws mount.Mount
+	switch classifyWorkspace(spec.Workspace) {
+	case wsNewVolume:
+		labels[labelVolume] = volumeName(spec.ID)
+		ws = mount.Mount{Type: mount.TypeVolume, Source: volumeName(spec.ID), Target: Workspace}
+		if noCopy {
+			ws.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
+		}
+	case wsVolume:
+		ws = mount.Mount{Type: mount.TypeVolume, Source: spec.Workspace, Target: Workspace}
+	case wsHostDir:
+		ws = mount.Mount{Type: mount.TypeBind, Source: spec.Workspace, Target: Workspace}
+	}
+
+	env := make([]string, 0, len(spec.Env)+2)
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		if k == "LIMBS_TOKEN" {
+			continue
+		}
+		env = append(env, k+"="+spec.Env[k])
+	}
+	env = append(env, "LIMBS_SANDBOX="+spec.ID)
+	if spec.Token != "" {
+		env = append(env, "LIMBS_TOKEN="+spec.Token)
+	}
+
+	res := container.Resources{}
+	if spec.Cpus > 0 {
+		res.NanoCPUs = int64(spec.Cpus * 1e9)
+	}
+	if spec.MemoryMB > 0 {
+		res.Memory = spec.MemoryMB << 20
+		// No swap on top: a hog is OOM-killed at the limit instead of
+		// thrashing the host's disk.
+		res.MemorySwap = res.Memory
+	}
+	pids := int64(-1)
+	if spec.Pids > 0 {
+		pids = spec.Pids
+	}
+	res.PidsLimit = &pids
+
+	tmp := "rw,nosuid,nodev,exec,mode=1777"
+	if spec.TmpMB > 0 {
+		tmp += fmt.Sprintf(",size=%dm", spec.TmpMB)
+	}
+
+	security := []string{"no-new-privileges:true"}
+	if o.AllowNewPrivileges {
+		security = nil
+	}
+	init := true
+	stop := int(o.StopTimeout.Seconds())
+
+	return client.ContainerCreateOptions{
+		Name: containerName(spec.ID),
+		Config: &container.Config{
+			Image:      spec.Image,
+			User:       spec.User,
+			Env:        env,
+			Entrypoint: []string{LimbsdPath},
+			Cmd: []string{
+				"--listen", "unix://" + Socket,
+				"--workdir", Workspace,
+				"--state-dir", StateDir,
+			},
+			WorkingDir:  Workspace,
+			Labels:      labels,
+			StopTimeout: &stop,
+		},
+		HostConfig: &container.HostConfig{
+			NetworkMode: container.NetworkMode(spec.Network),
+			// Recovery is the control plane's: it learns why a sandbox died
+			// from Events and restarts it with Start, keeping the reason.
+			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+			LogConfig: container.LogConfig{
+				Type:   "json-file",
+				Config: map[string]string{"max-size": "10m", "max-file": "2"},
+			},
+			CapDrop:        []string{"ALL"},
+			CapAdd:         o.CapAdd,
+			SecurityOpt:    security,
+			IpcMode:        container.IPCModePrivate,
+			ReadonlyRootfs: spec.ReadOnlyRoot,
+			Tmpfs:          map[string]string{"/tmp": tmp},
+			Init:           &init,
+			Resources:      res,
+			Mounts: []mount.Mount{
+				ws,
+				{Type: mount.TypeBind, Source: spec.SocketDir, Target: SocketDir},
+				{Type: mount.TypeBind, Source: spec.LimbsdPath, Target: LimbsdPath, ReadOnly: true},
+			},
+		},
+	}
+}
+
+// prepareSocketDir creates the host side of /run/limbs and gives it to the
+// sandbox's user so that limbsd (not root) can create its socket and state
+// there. Users given by name cannot be resolved on the host: the directory
+// is then left world-writable with the sticky bit, like /tmp.
+func prepareSocketDir(dir, user string) error {
+	for _, d := range []string{dir, filepath.Join(dir, "state")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("socket dir: %w", err)
+		}
+	}
+	uid, gid, ok := parseUser(user)
+	if !ok {
+		return os.Chmod(dir, 0o1777)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "state")} {
+		if err := os.Chown(d, uid, gid); err != nil {
+			return fmt.Errorf("socket dir %s: giving it to uid %d (%v); run the control plane as root or as uid %d", d, uid, err, uid)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,351 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	limbsclient "github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Create creates and starts a sandbox and returns once its limbsd answers
+// GET /v1/health on spec.SocketDir/limbsd.sock. On any failure it removes
+// what it created and says why, with limbsd's last log lines when it ran.
+func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
+	spec = withDefaults(spec)
+	if err := validate(spec); err != nil {
+		return sandbox.Instance{}, err
+	}
+	log := p.log.With("sandbox", spec.ID)
+	if err := prepareSocketDir(spec.SocketDir, spec.User); err != nil {
+		return sandbox.Instance{}, fmt.Errorf("sandbox %q: %w", spec.ID, err)
+	}
+
+	var cleanups []func()
+	fail := func(err error) (sandbox.Instance, error) {
+		// The caller's context may be what failed: clean up regardless.
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+		return sandbox.Instance{}, err
+	}
+
+	noCopy := false
+	if classifyWorkspace(spec.Workspace) == wsNewVolume {
+		name := volumeName(spec.ID)
+		vol, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{
+			Name: name,
+			Labels: map[string]string{
+				sandbox.LabelManaged:  "true",
+				sandbox.LabelInstance: spec.Instance,
+				sandbox.LabelSandbox:  spec.ID,
+			},
+		})
+		if err != nil {
+			return fail(engineErr(fmt.Sprintf("sandbox %q: creating workspace volume %s", spec.ID, name), err))
+		}
+		cleanups = append(cleanups, func() { p.removeVolume(context.WithoutCancel(ctx), name, spec.ID) })
+		noCopy = giveVolume(vol.Volume.Mountpoint, spec.User)
+	}
+
+	opts := p.opts.createOptions(spec, noCopy)
+	created, err := p.cli.ContainerCreate(ctx, opts)
+	if err != nil {
+		err = engineErr(fmt.Sprintf("sandbox %q: creating container", spec.ID), err)
+		if errors.Is(err, wire.ErrNotFound) {
+			err = fmt.Errorf("sandbox %q: image %s not found (no registry is used): build limbs/base with scripts/build-base-image.sh, or pass an image that exists locally: %w", spec.ID, spec.Image, wire.ErrBadRequest)
+		}
+		return fail(err)
+	}
+	cleanups = append(cleanups, func() {
+		_, _ = p.cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	})
+	for _, w := range created.Warnings {
+		log.Warn("docker create", "warning", w)
+	}
+	if _, err := p.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return fail(engineErr(fmt.Sprintf("sandbox %q: starting container", spec.ID), err))
+	}
+	if err := p.waitReady(ctx, spec.ID, created.ID, spec.SocketDir); err != nil {
+		return fail(err)
+	}
+	log.Info("sandbox created", "container", created.ID[:12], "image", spec.Image)
+	return p.Inspect(ctx, spec.ID)
+}
+
+// giveVolume hands a fresh volume's root to the sandbox's user by chowning
+// its host mountpoint, which works when the engine is local and we may
+// (root). It reports whether it did; if not, the volume takes the image's
+// /workspace ownership on first mount (agent in limbs/base).
+func giveVolume(mountpoint, user string) bool {
+	uid, gid, ok := parseUser(user)
+	if !ok || mountpoint == "" {
+		return false
+	}
+	return os.Chown(mountpoint, uid, gid) == nil
+}
+
+// Start starts a stopped sandbox and waits for its limbsd, as Create does.
+func (p *Provider) Start(ctx context.Context, id string) error {
+	c, err := p.container(ctx, id)
+	if err != nil {
+		return err
+	}
+	dir := c.Config.Labels[labelSocketDir]
+	if dir == "" {
+		return fmt.Errorf("sandbox %q: container %s has no %s label; remove it and create the sandbox again: %w", id, c.ID[:12], labelSocketDir, wire.ErrConflict)
+	}
+	// The host may have cleaned the directory (a tmpfs /run after a reboot).
+	if err := prepareSocketDir(dir, c.Config.User); err != nil {
+		return fmt.Errorf("sandbox %q: %w", id, err)
+	}
+	if _, err := p.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+		return engineErr(fmt.Sprintf("sandbox %q: starting container", id), err)
+	}
+	return p.waitReady(ctx, id, c.ID, dir)
+}
+
+// Stop stops a sandbox: SIGTERM to limbsd through the init, SIGKILL after
+// Options.StopTimeout. Stopping a stopped sandbox is not an error.
+func (p *Provider) Stop(ctx context.Context, id string) error {
+	c, err := p.container(ctx, id)
+	if err != nil {
+		return err
+	}
+	t := int(p.opts.StopTimeout.Seconds())
+	if _, err := p.cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Timeout: &t}); err != nil {
+		return engineErr(fmt.Sprintf("sandbox %q: stopping container", id), err)
+	}
+	return nil
+}
+
+// Remove removes a sandbox's container (running or not), the workspace
+// volume the provider created for it, and its socket directory with
+// limbsd's state. A workspace the Spec named (volume or host directory) is
+// never removed. Removing a sandbox that is already gone is ErrNotFound.
+func (p *Provider) Remove(ctx context.Context, id string) error {
+	c, err := p.container(ctx, id)
+	found := err == nil
+	switch {
+	case err == nil:
+		if _, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errors.Is(engineErr("", err), wire.ErrNotFound) {
+			return engineErr(fmt.Sprintf("sandbox %q: removing container", id), err)
+		}
+		if dir := c.Config.Labels[labelSocketDir]; dir != "" {
+			if err := cleanSocketDir(dir); err != nil {
+				p.log.Warn("removing the socket dir", "sandbox", id, "dir", dir, "err", err)
+			}
+		}
+	case !errors.Is(err, wire.ErrNotFound):
+		return err
+	}
+	// The volume is looked up by name even without the container, so that a
+	// Create that died half-way can be cleaned up.
+	if p.removeVolume(ctx, volumeName(id), id) {
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("sandbox %q: no such container: %w", id, wire.ErrNotFound)
+	}
+	p.log.Info("sandbox removed", "sandbox", id)
+	return nil
+}
+
+// cleanSocketDir removes what limbsd put in its socket directory, then the
+// directory if that left it empty. It deletes nothing else, so a control
+// plane that passed a shared directory by mistake loses nothing of its own.
+func cleanSocketDir(dir string) error {
+	for _, name := range []string{"limbsd.sock", "limbsd.token"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
+		return err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			return nil // someone else's files: keep the directory
+		}
+		return err
+	}
+	return nil
+}
+
+// removeVolume removes the named volume if, and only if, its labels say
+// the provider created it for this sandbox. It reports whether it did.
+func (p *Provider) removeVolume(ctx context.Context, name, id string) bool {
+	v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	if err != nil {
+		return false
+	}
+	l := v.Volume.Labels
+	if l[sandbox.LabelManaged] != "true" || l[sandbox.LabelSandbox] != id {
+		return false
+	}
+	if _, err := p.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{Force: true}); err != nil {
+		p.log.Warn("removing the workspace volume", "sandbox", id, "volume", name, "err", err)
+		return false
+	}
+	return true
+}
+
+// Inspect reports one sandbox's container and state.
+func (p *Provider) Inspect(ctx context.Context, id string) (sandbox.Instance, error) {
+	c, err := p.container(ctx, id)
+	if err != nil {
+		return sandbox.Instance{}, err
+	}
+	return instanceOf(c), nil
+}
+
+// List returns the sandboxes the provider created for one control-plane
+// instance (every instance when instance is empty), running or not.
+func (p *Provider) List(ctx context.Context, instance string) ([]sandbox.Instance, error) {
+	f := client.Filters{}.Add("label", sandbox.LabelManaged+"=true")
+	if instance != "" {
+		f.Add("label", sandbox.LabelInstance+"="+instance)
+	}
+	res, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, engineErr("listing sandboxes", err)
+	}
+	out := make([]sandbox.Instance, 0, len(res.Items))
+	for _, s := range res.Items {
+		// Inspect for the exit details (OOMKilled, exit code) a summary lacks.
+		c, err := p.cli.ContainerInspect(ctx, s.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, instanceOf(c.Container))
+	}
+	return out, nil
+}
+
+// container finds a sandbox's container by its name and checks that the
+// provider created it: a same-named container without the label is not
+// ours and stays invisible.
+func (p *Provider) container(ctx context.Context, id string) (container.InspectResponse, error) {
+	if !idRE.MatchString(id) {
+		return container.InspectResponse{}, fmt.Errorf("sandbox %q: not a sandbox id: %w", id, wire.ErrNotFound)
+	}
+	res, err := p.cli.ContainerInspect(ctx, containerName(id), client.ContainerInspectOptions{})
+	if err != nil {
+		return container.InspectResponse{}, engineErr(fmt.Sprintf("sandbox %q", id), err)
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" || c.Config.Labels[sandbox.LabelSandbox] != id {
+		return container.InspectResponse{}, fmt.Errorf("sandbox %q: container %s is not managed by limbs: %w", id, containerName(id), wire.ErrNotFound)
+	}
+	return c, nil
+}
+
+func instanceOf(c container.InspectResponse) sandbox.Instance {
+	inst := sandbox.Instance{ProviderID: c.ID}
+	if c.Config != nil {
+		inst.Labels = c.Config.Labels
+		inst.ID = c.Config.Labels[sandbox.LabelSandbox]
+	}
+	if s := c.State; s != nil {
+		inst.State.Running = s.Running
+		inst.State.ExitCode = s.ExitCode
+		inst.State.StartedAt, _ = time.Parse(time.RFC3339Nano, s.StartedAt)
+		if !s.Running && s.Status != container.StateCreated {
+			inst.State.Reason = exitReason(s.ExitCode, s.OOMKilled, false)
+		}
+	}
+	return inst
+}
+
+// Reasons a sandbox stopped, as reported in sandbox.State and Events.
+const (
+	ReasonStopped      = "stopped"       // asked to (Stop, docker stop) and limbsd exited cleanly
+	ReasonOOMKilled    = "oom_killed"    // limbsd or the init was killed by the memory limit
+	ReasonDaemonExited = "daemon_exited" // limbsd exited or was killed on its own
+	ReasonRemoved      = "removed"       // the container was removed
+)
+
+// exitReason names why a container stopped. A clean exit is a stop
+// (limbsd exits 0 on SIGTERM); a SIGKILL with the engine's OOM flag is the
+// memory limit. Docker keeps OOMKilled set for the whole run once any
+// process of the sandbox was OOM-killed, so Events prefers a fresh "oom"
+// event (oomNow) over the flag; Inspect only has the flag.
+func exitReason(code int, oomFlag, oomNow bool) string {
+	switch {
+	case code == 0:
+		return ReasonStopped
+	case oomNow, oomFlag && code == 137:
+		return ReasonOOMKilled
+	default:
+		return ReasonDaemonExited
+	}
+}
+
+// waitReady polls limbsd's health endpoint until it answers, the container
+// exits, ctx ends, or Options.ReadyTimeout passes.
+func (p *Provider) waitReady(ctx context.Context, id, containerID, socketDir string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadyTimeout)
+	defer cancel()
+	sock := filepath.Join(socketDir, "limbsd.sock")
+	lc, err := limbsclient.New("unix://"+sock, "", "")
+	if err != nil {
+		return err
+	}
+	defer lc.HTTPClient().CloseIdleConnections()
+	delay := 10 * time.Millisecond
+	for {
+		hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, herr := lc.Health(hctx)
+		hcancel()
+		if herr == nil {
+			return nil
+		}
+		res, err := p.cli.ContainerInspect(context.WithoutCancel(ctx), containerID, client.ContainerInspectOptions{})
+		if err != nil {
+			return engineErr(fmt.Sprintf("sandbox %q: waiting for limbsd", id), err)
+		}
+		if s := res.Container.State; s != nil && !s.Running {
+			return fmt.Errorf("sandbox %q: limbsd exited with code %d (%s) before answering; its last log lines:\n%s: %w",
+				id, s.ExitCode, exitReason(s.ExitCode, s.OOMKilled, false), p.logTail(containerID), wire.ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox %q: limbsd did not answer on %s within %s (%v); its last log lines:\n%s: %w",
+				id, sock, p.opts.ReadyTimeout, herr, p.logTail(containerID), wire.ErrUnavailable)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 200*time.Millisecond)
+	}
+}
+
+// logTail returns the container's last log lines, for error messages.
+func (p *Provider) logTail(containerID string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rc, err := p.cli.ContainerLogs(ctx, containerID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "20"})
+	if err != nil {
+		return "(no logs: " + err.Error() + ")"
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 64<<10)); err != nil && out.Len() == 0 {
+		return "(no logs: " + err.Error() + ")"
+	}
+	s := strings.TrimSpace(out.String())
+	if s == "" {
+		return "(no output)"
+	}
+	return s
+}
