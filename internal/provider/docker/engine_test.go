@@ -1,0 +1,216 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	limbsclient "github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// The tests below run real sandboxes on the real engine. They skip when no
+// engine answers or limbs/base is missing, and remove everything they
+// create, by id, even when they fail.
+
+var (
+	limbsdOnce sync.Once
+	limbsdBin  string
+	limbsdErr  error
+	limbsdDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if limbsdDir != "" {
+		os.RemoveAll(limbsdDir)
+	}
+	os.Exit(code)
+}
+
+// buildLimbsd builds the static limbsd of this work tree once per run.
+func buildLimbsd(t *testing.T) string {
+	t.Helper()
+	limbsdOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+		if limbsdDir, limbsdErr = os.MkdirTemp("", "limbsd-bin-"); limbsdErr != nil {
+			return
+		}
+		limbsdBin = filepath.Join(limbsdDir, "limbsd")
+		cmd := exec.Command("go", "build", "-o", limbsdBin, "./cmd/limbsd")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			limbsdErr = errors.New("building limbsd: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if limbsdErr != nil {
+		t.Fatal(limbsdErr)
+	}
+	return limbsdBin
+}
+
+// newProvider returns a provider on the local engine, or skips.
+func newProvider(t *testing.T) *Provider {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("docker tests skipped: -short")
+	}
+	ctx := t.Context()
+	p, err := New(ctx, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Skip("docker tests skipped: no Docker engine (run scripts/docker-up.sh)")
+	}
+	t.Cleanup(func() { p.Close() })
+	if _, err := p.cli.ImageInspect(ctx, DefaultImage); err != nil {
+		t.Skip("docker tests skipped: image " + DefaultImage + " missing (run scripts/build-base-image.sh)")
+	}
+	return p
+}
+
+// box is one test sandbox.
+type box struct {
+	spec sandbox.Spec
+	inst sandbox.Instance
+	lc   *limbsclient.Client
+}
+
+func randomID(t *testing.T) string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newSpec returns a spec with a fresh id, socket dir and token; cleanup of
+// whatever gets created under that id is registered at once.
+func newSpec(t *testing.T, p *Provider, edit func(*sandbox.Spec)) sandbox.Spec {
+	t.Helper()
+	id := "sb_t" + randomID(t)
+	// A short path: a Unix socket path must fit in 108 bytes.
+	parent, err := os.MkdirTemp("", "limbs-t-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	spec := sandbox.Spec{
+		ID:         id,
+		Name:       t.Name(),
+		Instance:   "cp_test",
+		SocketDir:  filepath.Join(parent, "s"),
+		LimbsdPath: buildLimbsd(t),
+		Token:      randomID(t),
+	}
+	if edit != nil {
+		edit(&spec)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := p.Remove(ctx, id); err != nil && !errors.Is(err, wire.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+		// Belt and braces, by name: the container and volume of this id only.
+		p.cli.ContainerRemove(ctx, containerName(id), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		p.cli.VolumeRemove(ctx, volumeName(id), client.VolumeRemoveOptions{Force: true})
+	})
+	return spec
+}
+
+func newBox(t *testing.T, p *Provider, edit func(*sandbox.Spec)) *box {
+	t.Helper()
+	spec := newSpec(t, p, edit)
+	inst, err := p.Create(t.Context(), spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	lc, err := limbsclient.New("unix://"+filepath.Join(spec.SocketDir, "limbsd.sock"), spec.Token, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.HTTPClient().CloseIdleConnections)
+	return &box{spec: spec, inst: inst, lc: lc}
+}
+
+// dockerExec runs argv in the sandbox's container as user (empty: the
+// container's user) and returns its combined output and exit code. It is
+// for setting up hostile situations; checks of what an agent sees go
+// through limbsd.
+func dockerExec(t *testing.T, p *Provider, b *box, user string, argv ...string) (string, int) {
+	t.Helper()
+	ctx := t.Context()
+	ex, err := p.cli.ExecCreate(ctx, b.inst.ProviderID, client.ExecCreateOptions{User: user, Cmd: argv, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatalf("docker exec %q: %v", argv, err)
+	}
+	att, err := p.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		t.Fatalf("docker exec %q: %v", argv, err)
+	}
+	defer att.Close()
+	var out bytes.Buffer
+	stdcopy.StdCopy(&out, &out, att.Reader)
+	ins, err := p.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+	if err != nil {
+		t.Fatalf("docker exec %q: %v", argv, err)
+	}
+	return out.String(), ins.ExitCode
+}
+
+// run runs one command in a fresh limbsd session and returns its result.
+func (b *box) run(t *testing.T, command string, timeout float64) wire.Result {
+	t.Helper()
+	ctx := t.Context()
+	s, err := b.lc.CreateSession(ctx, wire.CreateSession{})
+	if err != nil {
+		t.Fatalf("creating a session: %v", err)
+	}
+	zero := 0.0
+	res, err := b.lc.Exec(ctx, s.ID, wire.Exec{Command: command, Timeout: timeout, YieldAfter: &zero})
+	if err != nil {
+		t.Fatalf("exec %q: %v", command, err)
+	}
+	return res
+}
+
+func exitCode(r wire.Result) int {
+	if r.ExitCode == nil {
+		return -1
+	}
+	return *r.ExitCode
+}
+
+// waitEvent reads events until one for id matches kind, failing the test
+// if the stream ends first.
+func waitEvent(t *testing.T, evs <-chan sandbox.Event, id, kind string) sandbox.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for {
+		select {
+		case ev, ok := <-evs:
+			if !ok {
+				t.Fatalf("event stream closed before a %q event for %s", kind, id)
+			}
+			if ev.ID == id && ev.Kind == kind {
+				return ev
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %q event for %s", kind, id)
+		}
+	}
+}
