@@ -75,9 +75,9 @@ func TestDefaultSandboxHardening(t *testing.T) {
 			{"bind", b.spec.SocketDir, "/run/limbs", true},
 			{"volume", volumeName(b.spec.ID), "/workspace", true},
 		},
-		Running:    true,
-		Entrypoint: []string{"/opt/limbs/limbsd"},
-		Cmd:        []string{"--listen", "unix:///run/limbs/limbsd.sock", "--workdir", "/workspace", "--state-dir", "/run/limbs/state"},
+		Running:      true,
+		Entrypoint:   []string{"/opt/limbs/limbsd"},
+		Cmd:          []string{"--listen", "unix:///run/limbs/limbsd.sock", "--workdir", "/workspace", "--state-dir", "/run/limbs/state"},
 		ManagedLabel: "true", Owner: b.spec.ID,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
