@@ -53,7 +53,8 @@ func (p *parser) feed(chunk []byte) (data []byte, events []event) {
 		buf = append(p.pending, chunk...)
 		p.pending = nil
 	}
-	var out []byte // nil until a marker is cut out
+	var out []byte // built once a marker is cut out
+	cut := false
 	last := 0      // start of buf not yet copied to out
 	i := 0
 	for {
@@ -100,13 +101,14 @@ func (p *parser) feed(chunk []byte) (data []byte, events []event) {
 			i = seqEnd
 			continue
 		}
+		cut = true
 		out = append(out, buf[last:j]...)
 		ev.pos = len(out)
 		events = append(events, ev)
 		last = seqEnd
 		i = seqEnd
 	}
-	if out == nil {
+	if !cut {
 		return buf, events
 	}
 	out = append(out, buf[last:]...)

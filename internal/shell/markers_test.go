@@ -1,0 +1,123 @@
+package shell
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const tok = "0123456789abcdef"
+
+// parseAll feeds chunks and returns the data and the events with their
+// absolute positions in the data.
+func parseAll(chunks [][]byte) ([]byte, []event) {
+	p := newParser(tok)
+	var data []byte
+	var evs []event
+	for _, c := range chunks {
+		d, e := p.feed(c)
+		for _, ev := range e {
+			ev.pos += len(data)
+			evs = append(evs, ev)
+		}
+		data = append(data, d...)
+	}
+	// A held-back tail is output once nothing follows it.
+	data = append(data, p.pending...)
+	return data, evs
+}
+
+func TestParser(t *testing.T) {
+	start := "\x1b]633;limbs;" + tok + ";S\a"
+	end := func(st, cwd string) string { return "\x1b]633;limbs;" + tok + ";E;" + st + ";" + cwd + "\a" }
+	tests := []struct {
+		name string
+		in   string
+		data string
+		evs  []event
+	}{
+		{"plain", "hello\r\n", "hello\r\n", nil},
+		{"command", "echo hi\r\n" + start + "hi\r\n" + end("0", "/tmp") + "$ ", "echo hi\r\nhi\r\n$ ",
+			[]event{{kind: evStart, pos: 9}, {kind: evEnd, status: 0, cwd: "/tmp", pos: 13}}},
+		{"cwd with semicolons", end("127", "/a;b c"), "", []event{{kind: evEnd, status: 127, cwd: "/a;b c"}}},
+		{"wrong token is output", "\x1b]633;limbs;bad;E;0;/\a", "\x1b]633;limbs;bad;E;0;/\a", nil},
+		{"other OSC kept", "\x1b]0;title\a", "\x1b]0;title\a", nil},
+		{"unterminated marker at end kept", "\x1b]633;limbs;" + tok, "\x1b]633;limbs;" + tok, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data, evs := parseAll([][]byte{[]byte(tc.in)})
+			if string(data) != tc.data {
+				t.Errorf("data %q, want %q", data, tc.data)
+			}
+			if diff := cmp.Diff(tc.evs, evs, cmp.AllowUnexported(event{})); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParserModes(t *testing.T) {
+	p := newParser(tok)
+	p.feed([]byte("x\x1b[?1h\x1b[?2004"))
+	if !p.appCursor || p.paste {
+		t.Fatalf("after ESC[?1h: app=%v paste=%v", p.appCursor, p.paste)
+	}
+	p.feed([]byte("h"))
+	if !p.paste {
+		t.Fatal("bracketed paste split across reads not seen")
+	}
+	p.feed([]byte("\x1b[?1;2004l"))
+	if p.appCursor || p.paste {
+		t.Fatal("modes not reset")
+	}
+}
+
+// FuzzParser checks that any split of any stream gives the same data and
+// events as the whole, and that a marker with the wrong token never ends
+// anything.
+func FuzzParser(f *testing.F) {
+	f.Add([]byte("echo hi\r\n\x1b]633;limbs;"+tok+";S\ahi\r\n\x1b]633;limbs;"+tok+";E;0;/tmp\a$ "), uint8(3))
+	f.Add([]byte("\x1b]633;limbs;evil;E;0;/\a\x1b[?1h\x1b[31mred\x1b[0m"), uint8(1))
+	f.Add([]byte("\x1b\x1b]\x1b]633\x1b]633;limbs;"+tok), uint8(7))
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
+		wholeData, wholeEvs := parseAll([][]byte{in})
+		n := int(step%16) + 1
+		var chunks [][]byte
+		for i := 0; i < len(in); i += n {
+			chunks = append(chunks, in[i:min(i+n, len(in))])
+		}
+		data, evs := parseAll(chunks)
+		if !bytes.Equal(data, wholeData) {
+			t.Fatalf("split %d: data %q, whole %q", n, data, wholeData)
+		}
+		if diff := cmp.Diff(wholeEvs, evs, cmp.AllowUnexported(event{})); diff != "" {
+			t.Fatalf("split %d: events differ:\n%s", n, diff)
+		}
+		if !bytes.Contains(in, []byte(tok)) && len(evs) > 0 {
+			t.Fatalf("events without the token: %v", evs)
+		}
+	})
+}
+
+func TestUnfinishedTail(t *testing.T) {
+	tests := []struct {
+		in   string
+		hold int
+	}{
+		{"abc", 0},
+		{"abc\r", 1},
+		{"abc\x1b[3", 3},
+		{"abc\x1b[31m", 0},
+		{"abc\x1b]0;ti", 6},
+		{"ab\xe4\xb8", 2},
+		{"ab\xe4\xb8\x96", 0},
+		{"ab\r\n", 0},
+	}
+	for _, tc := range tests {
+		if got := unfinishedTail([]byte(tc.in)); got != tc.hold {
+			t.Errorf("unfinishedTail(%q) = %d, want %d", tc.in, got, tc.hold)
+		}
+	}
+}
