@@ -55,7 +55,7 @@ func (p *parser) feed(chunk []byte) (data []byte, events []event) {
 	}
 	var out []byte // built once a marker is cut out
 	cut := false
-	last := 0      // start of buf not yet copied to out
+	last := 0 // start of buf not yet copied to out
 	i := 0
 	for {
 		j := bytes.IndexByte(buf[i:], 0x1b)
