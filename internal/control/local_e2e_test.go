@@ -1,0 +1,368 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/conformance"
+	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/provider/local"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+const e2eToken = "control-e2e-token"
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// limbsdBinary builds cmd/limbsd once per test binary, static as shipped.
+func limbsdBinary(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH: cannot build cmd/limbsd")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "limbsd-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "limbsd")
+		cmd := exec.Command(goBin, "build", "-o", binPath, "github.com/limbs-dev/limbs/cmd/limbsd")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building cmd/limbsd: %v", buildErr)
+	}
+	return binPath
+}
+
+// plane is a control plane with the local provider over real HTTP.
+type plane struct {
+	srv   *control.Server
+	ts    *httptest.Server
+	c     *client.Client
+	dir   string
+	local *local.Provider
+}
+
+// stateDir is short: socket paths must stay under ~108 bytes.
+func stateDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "lc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func newPlane(t *testing.T, dir, isolation string, pool map[string]int) *plane {
+	t.Helper()
+	lp, err := local.New(local.Options{Root: filepath.Join(dir, "sandboxes"), Isolation: isolation, Hide: []string{dir}})
+	if err != nil {
+		t.Skipf("local provider with isolation %s unavailable here: %v", isolation, err)
+	}
+	srv, err := control.New(context.Background(), control.Options{
+		StateDir:   dir,
+		Token:      e2eToken,
+		Providers:  map[string]control.Provider{"local": lp},
+		LimbsdPath: limbsdBinary(t),
+		Pool:       pool,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	c, err := client.New(ts.URL, e2eToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plane{srv: srv, ts: ts, c: c, dir: dir, local: lp}
+	t.Cleanup(p.close)
+	return p
+}
+
+// close ends the control plane without removing sandboxes, as a crash would.
+func (p *plane) close() {
+	if p.ts != nil {
+		p.ts.Close()
+		p.srv.Close()
+		p.ts = nil
+	}
+}
+
+// removeAll removes every sandbox this test made, however it ended, so that
+// no process is left behind.
+func removeAll(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		lp, err := local.New(local.Options{Root: filepath.Join(dir, "sandboxes"), Isolation: local.IsolateNone})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		entries, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
+		for _, e := range entries {
+			if err := lp.Remove(context.Background(), e.Name()); err != nil && !errors.Is(err, wire.ErrNotFound) {
+				t.Errorf("cleanup: removing %s: %v", e.Name(), err)
+			}
+		}
+	})
+}
+
+func (p *plane) create(t *testing.T, req wire.CreateSandbox) wire.Sandbox {
+	t.Helper()
+	var sb wire.Sandbox
+	if err := p.c.JSON(context.Background(), http.MethodPost, "/sandboxes", req, &sb); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return sb
+}
+
+func (p *plane) get(t *testing.T, id string) wire.Sandbox {
+	t.Helper()
+	var sb wire.Sandbox
+	if err := p.c.JSON(context.Background(), http.MethodGet, "/sandboxes/"+id, nil, &sb); err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return sb
+}
+
+func (p *plane) sandboxClient(t *testing.T, id string) *client.Client {
+	c, err := client.New(p.ts.URL, e2eToken, "/sandboxes/"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// pidOf returns the sandbox's process id (local ProviderID is "pid:N").
+func (p *plane) pidOf(t *testing.T, id string) int {
+	t.Helper()
+	inst, err := p.local.Inspect(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(inst.ProviderID, "pid:"))
+	if err != nil {
+		t.Fatalf("provider id %q", inst.ProviderID)
+	}
+	return pid
+}
+
+func exec1(t *testing.T, c *client.Client, session, command string) wire.Result {
+	t.Helper()
+	yield := 30.0
+	r, err := c.Exec(context.Background(), session, wire.Exec{Command: command, YieldAfter: &yield})
+	if err != nil {
+		t.Fatalf("exec %q: %v", command, err)
+	}
+	if r.Status != wire.StatusExited {
+		t.Fatalf("exec %q: status %s", command, r.Status)
+	}
+	return r
+}
+
+func processGone(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	if errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	_, after, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(after, "Z")
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestLocalConformance(t *testing.T) {
+	for _, iso := range []string{local.IsolateNone, local.IsolateBwrap} {
+		t.Run(iso, func(t *testing.T) {
+			dir := stateDir(t)
+			removeAll(t, dir)
+			p := newPlane(t, dir, iso, nil)
+			sb := p.create(t, wire.CreateSandbox{Name: "conf"})
+			if iso == local.IsolateNone && !strings.Contains(sb.Message, "is NOT isolated") {
+				t.Errorf("an unisolated sandbox's message does not say so: %q", sb.Message)
+			}
+			if iso == local.IsolateBwrap && strings.Contains(sb.Message, "NOT isolated") {
+				t.Errorf("an isolated sandbox says it is not: %q", sb.Message)
+			}
+			pid := p.pidOf(t, sb.ID)
+
+			// The suite's cases run in parallel: the group waits for them.
+			t.Run("suite", func(t *testing.T) { conformance.Run(t, p.sandboxClient(t, sb.ID)) })
+
+			if err := p.c.JSON(context.Background(), http.MethodDelete, "/sandboxes/"+sb.ID, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !processGone(pid) {
+				t.Errorf("limbsd process %d still there after delete", pid)
+			}
+			entries, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
+			if len(entries) != 0 {
+				t.Errorf("left in the state dir after delete: %v", entries)
+			}
+		})
+	}
+}
+
+func TestLocalBwrapConfinesWrites(t *testing.T) {
+	dir := stateDir(t)
+	removeAll(t, dir)
+	p := newPlane(t, dir, local.IsolateBwrap, nil)
+	sb := p.create(t, wire.CreateSandbox{})
+	c := p.sandboxClient(t, sb.ID)
+	s, err := c.CreateSession(context.Background(), wire.CreateSession{Name: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(wd, "written-from-sandbox") // /tmp is private: write to the source tree
+	tests := []struct {
+		name, command string
+		exit          int
+	}{
+		{"write in the workspace", "echo hi > in-workspace && cat in-workspace", 0},
+		{"write outside the workspace", "echo hi > " + outside, 1},
+		{"write to /etc", "echo hi > /etc/limbs-test", 1},
+		{"private /tmp", "echo hi > /tmp/x && cat /tmp/x", 0},
+		{"control plane state is hidden", "test ! -e " + filepath.Join(dir, "limbs.db"), 0},
+		{"no network but loopback", "test \"$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ')\" = lo", 0},
+		{"own pid namespace", "test ! -e /proc/1/cwd || test \"$(cat /proc/1/comm)\" = bwrap", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := exec1(t, c, s.ID, tc.command)
+			if r.ExitCode == nil || (*r.ExitCode == 0) != (tc.exit == 0) {
+				t.Errorf("%q exited %v, want %d; output %q", tc.command, r.ExitCode, tc.exit, r.Output)
+			}
+		})
+	}
+	if _, err := os.Stat(outside); err == nil {
+		t.Errorf("the sandbox wrote %s on the host", outside)
+		os.Remove(outside)
+	}
+}
+
+// A daemon that dies is brought back, and its sessions with their cwd and
+// exported environment.
+func TestLocalDaemonDeathRecovered(t *testing.T) {
+	dir := stateDir(t)
+	removeAll(t, dir)
+	p := newPlane(t, dir, local.IsolateAuto, nil)
+	sb := p.create(t, wire.CreateSandbox{})
+	c := p.sandboxClient(t, sb.ID)
+	if _, err := c.CreateSession(context.Background(), wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, c, "main", "mkdir -p sub && cd sub && export KEPT=yes")
+	pid := p.pidOf(t, sb.ID)
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "sandbox recovered", func() bool {
+		got := p.get(t, sb.ID)
+		return got.Status == wire.SandboxRunning && got.Reason == "daemon_exited"
+	})
+	if got := p.get(t, sb.ID); !strings.Contains(got.Message, "recovered after daemon_exited") {
+		t.Errorf("message after recovery: %q", got.Message)
+	}
+	r := exec1(t, c, "main", "echo $KEPT; basename $PWD")
+	if got := strings.Fields(r.Output); len(got) != 2 || got[0] != "yes" || got[1] != "sub" {
+		t.Errorf("after recovery the session shows %q, want KEPT=yes and cwd sub", r.Output)
+	}
+}
+
+// A control plane that goes away leaves its sandboxes running; the next one
+// on the same state dir re-adopts them, with their sessions.
+func TestLocalReadoption(t *testing.T) {
+	dir := stateDir(t)
+	removeAll(t, dir)
+	p1 := newPlane(t, dir, local.IsolateAuto, nil)
+	sb := p1.create(t, wire.CreateSandbox{Name: "survivor"})
+	c1 := p1.sandboxClient(t, sb.ID)
+	if _, err := c1.CreateSession(context.Background(), wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, c1, "main", "export MARK=before-restart")
+	pid := p1.pidOf(t, sb.ID)
+	p1.close()
+
+	p2 := newPlane(t, dir, local.IsolateAuto, nil)
+	if got := p2.get(t, "survivor"); got.Status != wire.SandboxRunning {
+		t.Fatalf("after restart: %+v", got)
+	}
+	if p2.pidOf(t, sb.ID) != pid {
+		t.Errorf("the sandbox was restarted instead of re-adopted")
+	}
+	r := exec1(t, p2.sandboxClient(t, sb.ID), "main", "echo $MARK")
+	if strings.TrimSpace(r.Output) != "before-restart" {
+		t.Errorf("session after re-adoption prints %q", r.Output)
+	}
+	// A re-adopted process that dies is still watched.
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "re-adopted sandbox recovered", func() bool {
+		got := p2.get(t, sb.ID)
+		return got.Status == wire.SandboxRunning && got.Reason == "daemon_exited"
+	})
+}
+
+func TestLocalWarmPool(t *testing.T) {
+	dir := stateDir(t)
+	removeAll(t, dir)
+	p := newPlane(t, dir, local.IsolateAuto, map[string]int{"default": 1})
+	var l wire.SandboxList
+	eventually(t, "pool filled", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
+		if len(entries) != 1 {
+			return false
+		}
+		inst, err := p.local.Inspect(context.Background(), entries[0].Name())
+		return err == nil && inst.State.Running
+	})
+	sb := p.create(t, wire.CreateSandbox{Image: "default"})
+	if err := p.c.JSON(context.Background(), http.MethodGet, "/sandboxes", nil, &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Sandboxes) != 1 || l.Sandboxes[0].ID != sb.ID {
+		t.Errorf("sandboxes listed: %+v", l.Sandboxes)
+	}
+	c := p.sandboxClient(t, sb.ID)
+	if _, err := c.CreateSession(context.Background(), wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, c, "main", "true")
+}

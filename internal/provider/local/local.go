@@ -1,0 +1,671 @@
+// Package local is the sandbox provider that needs no container engine: each
+// sandbox is a limbsd process on the host with its own workspace and state
+// directories, isolated with bubblewrap when it is installed and works
+// (read-only host root, writable workspace, private /tmp, no network, own
+// PID namespace), and run plainly otherwise.
+//
+// It must never claim isolation that is not there: without bubblewrap every
+// sandbox it creates carries a note saying it is NOT isolated, which the
+// control plane logs and shows. It never touches a process it did not start:
+// every pid it acts on is checked against the start time it recorded.
+//
+// Per sandbox, under Options.Root/ID:
+//
+//	sandbox.json  the spec (with the limbsd token: mode 0600), pid and start time
+//	workspace/    the default working directory (unless Spec.Workspace names a host dir)
+//	state/        limbsd's --state-dir: session state and output logs, kept
+//	              across Stop/Start so limbsd restores its sessions
+//	limbsd.log    limbsd's stderr
+//
+// The socket directory (Spec.SocketDir) belongs to the control plane.
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Isolation modes.
+const (
+	IsolateAuto  = "auto"  // bubblewrap when it works, else none with a warning
+	IsolateBwrap = "bwrap" // bubblewrap or fail
+	IsolateNone  = "none"  // never isolate (still warned about)
+)
+
+// Options configure a Provider.
+type Options struct {
+	// Root holds one directory per sandbox (Root/ID).
+	Root string
+	// Isolation is IsolateAuto (default), IsolateBwrap or IsolateNone.
+	Isolation string
+	// Hide lists host paths masked by an empty tmpfs inside an isolated
+	// sandbox (the control plane's state dir, with its token), before the
+	// sandbox's own directories are bound back in.
+	Hide   []string
+	Logger *slog.Logger
+}
+
+// Provider runs sandboxes as host processes.
+type Provider struct {
+	opts  Options
+	log   *slog.Logger
+	bwrap string // bubblewrap binary; empty when not isolating
+	why   string // why not isolating
+
+	mu    sync.Mutex
+	procs map[string]*proc
+	subs  []subscriber
+}
+
+type subscriber struct {
+	ctx context.Context
+	ch  chan sandbox.Event
+}
+
+// proc is one sandbox's current limbsd process.
+type proc struct {
+	meta meta
+	done chan struct{} // closed when the process has exited
+	// Guarded by Provider.mu.
+	stopping bool // the exit was asked for: no event
+}
+
+// meta is sandbox.json.
+type meta struct {
+	Spec      sandbox.Spec `json:"spec"`
+	Isolated  bool         `json:"isolated"`
+	Pid       int          `json:"pid"`
+	StartTime uint64       `json:"start_time"` // clock ticks since boot, from /proc/PID/stat
+	Workdir   string       `json:"workdir"`
+}
+
+// New checks once whether bubblewrap works here.
+func New(opts Options) (*Provider, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Root == "" {
+		return nil, errors.New("local provider without a root directory")
+	}
+	if err := os.MkdirAll(opts.Root, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", opts.Root, err)
+	}
+	p := &Provider{opts: opts, log: opts.Logger, procs: map[string]*proc{}}
+	switch opts.Isolation {
+	case "", IsolateAuto, IsolateBwrap:
+		path, err := probeBwrap()
+		if err != nil {
+			if opts.Isolation == IsolateBwrap {
+				return nil, fmt.Errorf("isolation bwrap asked for, but %v", err)
+			}
+			p.why = err.Error()
+			p.log.Warn("local sandboxes will NOT be isolated", "why", p.why)
+		}
+		p.bwrap = path
+	case IsolateNone:
+		p.why = "isolation is turned off (isolation none)"
+	default:
+		return nil, fmt.Errorf("isolation %q: use auto, bwrap or none", opts.Isolation)
+	}
+	return p, nil
+}
+
+// probeBwrap finds bubblewrap and checks that it can build the namespaces a
+// sandbox needs: inside an unprivileged container it often cannot.
+func probeBwrap() (string, error) {
+	path, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", errors.New("bubblewrap not found; install it (apt-get install bubblewrap)")
+	}
+	out, err := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+		"--unshare-pid", "--unshare-net", "true").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("bubblewrap does not work here (%s); on a container host allow user namespaces, or run limbs serve with Docker", strings.TrimSpace(firstLine(string(out), err)))
+	}
+	return path, nil
+}
+
+func firstLine(s string, err error) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return err.Error()
+	}
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// Name is "local".
+func (p *Provider) Name() string { return "local" }
+
+// Isolated says whether sandboxes run under bubblewrap.
+func (p *Provider) Isolated() bool { return p.bwrap != "" }
+
+// Note says what a sandbox created from spec will lack.
+func (p *Provider) Note(spec sandbox.Spec) string {
+	var notes []string
+	if p.bwrap == "" {
+		notes = append(notes, fmt.Sprintf("local sandbox %s is NOT isolated: %s", spec.ID, p.why))
+	}
+	if spec.Cpus > 0 || spec.MemoryMB > 0 || spec.Pids > 0 || spec.TmpMB > 0 {
+		notes = append(notes, fmt.Sprintf("local sandbox %s: cpus, memory_mb, pids and tmp_mb limits are not enforced by the local provider; use the docker provider for them", spec.ID))
+	}
+	return strings.Join(notes, "; ")
+}
+
+func (p *Provider) dir(id string) string { return filepath.Join(p.opts.Root, id) }
+
+// Create starts limbsd for a new sandbox and waits until it answers.
+func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
+	if !strings.HasPrefix(spec.ID, "sb_") || strings.ContainsAny(spec.ID, "/.") {
+		return sandbox.Instance{}, fmt.Errorf("sandbox id %q: %w", spec.ID, wire.ErrBadRequest)
+	}
+	if !filepath.IsAbs(spec.LimbsdPath) {
+		return sandbox.Instance{}, fmt.Errorf("limbsd binary %q: want an absolute path; build it with `make build`: %w", spec.LimbsdPath, wire.ErrBadRequest)
+	}
+	dir := p.dir(spec.ID)
+	workdir := filepath.Join(dir, "workspace")
+	if spec.Workspace != "" {
+		fi, err := os.Stat(spec.Workspace)
+		if !filepath.IsAbs(spec.Workspace) || err != nil || !fi.IsDir() {
+			return sandbox.Instance{}, fmt.Errorf("workspace %q: the local provider takes an existing absolute host directory: %w", spec.Workspace, wire.ErrBadRequest)
+		}
+		workdir = spec.Workspace
+	}
+	for _, d := range []string{filepath.Join(dir, "state"), workdir, spec.SocketDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return sandbox.Instance{}, fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	m := meta{Spec: spec, Isolated: p.bwrap != "", Workdir: workdir}
+	p.mu.Lock()
+	if _, ok := p.procs[spec.ID]; ok {
+		p.mu.Unlock()
+		return sandbox.Instance{}, fmt.Errorf("sandbox %s exists already: %w", spec.ID, wire.ErrConflict)
+	}
+	pr, err := p.spawn(m)
+	p.mu.Unlock()
+	if err != nil {
+		return sandbox.Instance{}, err
+	}
+	if err := p.waitHealthy(ctx, pr); err != nil {
+		return sandbox.Instance{}, err
+	}
+	return p.Inspect(ctx, spec.ID)
+}
+
+// spawn starts limbsd for m; p.mu is held.
+func (p *Provider) spawn(m meta) (*proc, error) {
+	dir := p.dir(m.Spec.ID)
+	sock := filepath.Join(m.Spec.SocketDir, "limbsd.sock")
+	_ = os.Remove(sock) // a socket left by a killed daemon
+	args := []string{m.Spec.LimbsdPath,
+		"--listen", "unix://" + sock,
+		"--workdir", m.Workdir,
+		"--state-dir", filepath.Join(dir, "state"),
+	}
+	if m.Isolated {
+		if p.bwrap == "" {
+			return nil, fmt.Errorf("sandbox %s was created isolated with bubblewrap, which does not work now (%s); install it again or remove the sandbox: %w", m.Spec.ID, p.why, wire.ErrUnavailable)
+		}
+		args = append(p.bwrapArgs(m), args...)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "limbsd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = sandboxEnv(m)
+	cmd.Dir = m.Workdir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	// Its own session: the sandbox outlives `limbs serve` (a restarted one
+	// re-adopts it) and a Ctrl-C meant for serve does not reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting limbsd for sandbox %s: %w", m.Spec.ID, err)
+	}
+	m.Pid = cmd.Process.Pid
+	m.StartTime, _ = startTime(m.Pid)
+	pr := &proc{meta: m, done: make(chan struct{})}
+	p.procs[m.Spec.ID] = pr
+	if err := p.save(m); err != nil {
+		_ = syscall.Kill(-m.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		delete(p.procs, m.Spec.ID)
+		return nil, err
+	}
+	go func() {
+		_ = cmd.Wait()
+		p.exited(pr)
+	}()
+	return pr, nil
+}
+
+// bwrapArgs builds the bubblewrap command line: the host root read-only,
+// a fresh /dev, /proc and /tmp, the Hide paths masked, and only the
+// sandbox's own directories writable. Order matters: a later mount covers an
+// earlier one.
+func (p *Provider) bwrapArgs(m meta) []string {
+	a := []string{p.bwrap,
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--proc", "/proc",
+		"--tmpfs", "/tmp",
+	}
+	for _, h := range p.opts.Hide {
+		if _, err := os.Stat(h); err == nil {
+			a = append(a, "--tmpfs", h)
+		}
+	}
+	// limbsd itself may live under /tmp or a hidden path (a test build).
+	a = append(a, "--ro-bind", m.Spec.LimbsdPath, m.Spec.LimbsdPath)
+	dir := p.dir(m.Spec.ID)
+	a = append(a, "--bind", dir, dir)
+	if !within(m.Spec.SocketDir, dir) {
+		a = append(a, "--bind", m.Spec.SocketDir, m.Spec.SocketDir)
+	}
+	if !within(m.Workdir, dir) {
+		a = append(a, "--bind", m.Workdir, m.Workdir)
+	}
+	a = append(a, "--unshare-pid", "--unshare-ipc", "--chdir", m.Workdir)
+	if m.Spec.Network != "bridge" {
+		a = append(a, "--unshare-net")
+	}
+	return append(a, "--")
+}
+
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// sandboxEnv is limbsd's environment, hence every shell's: a small base
+// (nothing of the control plane's own environment, which may hold secrets),
+// the spec's env, and the sandbox token for limbsd.
+func sandboxEnv(m meta) []string {
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": m.Workdir,
+		"LANG": "C.UTF-8",
+	}
+	for _, k := range []string{"PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range m.Spec.Env {
+		env[k] = v
+	}
+	env["LIMBS_TOKEN"] = m.Spec.Token
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func (p *Provider) save(m meta) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(p.dir(m.Spec.ID), "sandbox.json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("saving sandbox %s: %w", m.Spec.ID, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func (p *Provider) load(id string) (meta, error) {
+	var m meta
+	b, err := os.ReadFile(filepath.Join(p.dir(id), "sandbox.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return m, fmt.Errorf("local sandbox %s: %w", id, wire.ErrNotFound)
+	}
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("local sandbox %s: sandbox.json: %w", id, err)
+	}
+	return m, nil
+}
+
+// exited runs once a sandbox's process is gone; unless that was asked for,
+// the control plane hears that the daemon died.
+func (p *Provider) exited(pr *proc) {
+	p.mu.Lock()
+	close(pr.done)
+	report := !pr.stopping
+	subs := append([]subscriber(nil), p.subs...)
+	p.mu.Unlock()
+	if !report {
+		return
+	}
+	p.log.Warn("local sandbox daemon exited", "sandbox", pr.meta.Spec.ID, "pid", pr.meta.Pid)
+	ev := sandbox.Event{ID: pr.meta.Spec.ID, Kind: "died", Reason: "daemon_exited", Time: time.Now().UTC()}
+	for _, s := range subs {
+		select {
+		case s.ch <- ev:
+		case <-s.ctx.Done():
+		}
+	}
+}
+
+func (pr *proc) alive() bool {
+	select {
+	case <-pr.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// waitHealthy waits until limbsd answers health on its socket, the process
+// exits, or ctx ends.
+func (p *Provider) waitHealthy(ctx context.Context, pr *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sock := filepath.Join(pr.meta.Spec.SocketDir, "limbsd.sock")
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableKeepAlives: true,
+	}}
+	delay := 2 * time.Millisecond
+	for {
+		if err := health(ctx, hc); err == nil {
+			return nil
+		}
+		select {
+		case <-pr.done:
+			return fmt.Errorf("limbsd of sandbox %s exited at start: %s", pr.meta.Spec.ID, p.logTail(pr.meta.Spec.ID))
+		case <-ctx.Done():
+			return fmt.Errorf("limbsd of sandbox %s did not answer on %s: %w; its log says: %s", pr.meta.Spec.ID, sock, ctx.Err(), p.logTail(pr.meta.Spec.ID))
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+func health(ctx context.Context, hc *http.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://limbsd/v1/health", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health: %s", resp.Status)
+	}
+	return nil
+}
+
+func (p *Provider) logTail(id string) string {
+	b, _ := os.ReadFile(filepath.Join(p.dir(id), "limbsd.log"))
+	b = bytes.TrimSpace(b)
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	if len(b) == 0 {
+		return "(nothing)"
+	}
+	return string(b)
+}
+
+// track returns the sandbox's process, adopting a still-running one started
+// by an earlier control plane; p.mu is held.
+func (p *Provider) track(id string) (*proc, error) {
+	if pr, ok := p.procs[id]; ok {
+		return pr, nil
+	}
+	m, err := p.load(id)
+	if err != nil {
+		return nil, err
+	}
+	pr := &proc{meta: m, done: make(chan struct{})}
+	p.procs[id] = pr
+	if !p.sameProcess(m) {
+		close(pr.done)
+		return pr, nil
+	}
+	fd, err := unix.PidfdOpen(m.Pid, 0)
+	if err != nil {
+		close(pr.done)
+		return pr, nil
+	}
+	p.log.Info("re-adopted a local sandbox process", "sandbox", id, "pid", m.Pid)
+	go func() {
+		defer unix.Close(fd)
+		// A pidfd becomes readable when the process exits: no polling,
+		// and it works for processes that are not our children.
+		for {
+			_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		p.exited(pr)
+	}()
+	return pr, nil
+}
+
+// sameProcess says whether m's pid is still the process it started (not a
+// zombie, not a reused pid).
+func (p *Provider) sameProcess(m meta) bool {
+	if m.Pid <= 0 {
+		return false
+	}
+	st, err := startTime(m.Pid)
+	return err == nil && st == m.StartTime
+}
+
+// startTime reads field 22 of /proc/PID/stat; a zombie counts as gone.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("unreadable stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, errors.New("short stat")
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return 0, errors.New("zombie")
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Start respawns a stopped sandbox's limbsd (its state dir is kept, so it
+// restores its sessions) and waits until it answers.
+func (p *Provider) Start(ctx context.Context, id string) error {
+	p.mu.Lock()
+	pr, err := p.track(id)
+	if err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	if !pr.alive() {
+		if pr, err = p.spawn(pr.meta); err != nil {
+			p.mu.Unlock()
+			return err
+		}
+	}
+	p.mu.Unlock()
+	return p.waitHealthy(ctx, pr)
+}
+
+// Stop ends the sandbox's processes: SIGTERM to its process group (limbsd
+// ends its shells), then SIGKILL if it lingers.
+func (p *Provider) Stop(ctx context.Context, id string) error {
+	p.mu.Lock()
+	pr, err := p.track(id)
+	if err == nil {
+		pr.stopping = true
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !pr.alive() {
+		return nil
+	}
+	pid := pr.meta.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	if waitGroupGone(ctx, pr, pid, 10*time.Second) {
+		return nil
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if waitGroupGone(context.Background(), pr, pid, 10*time.Second) {
+		return nil
+	}
+	return fmt.Errorf("local sandbox %s: process group %d survived SIGKILL", id, pid)
+}
+
+// waitGroupGone waits until the sandbox's process has exited and its whole
+// process group with it: under bubblewrap the process we started exits
+// before the daemon inside has finished writing its state.
+func waitGroupGone(ctx context.Context, pr *proc, pgid int, limit time.Duration) bool {
+	timeout := time.After(limit)
+	select {
+	case <-pr.done:
+	case <-timeout:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	// The group has no exit notification: poll, on this cold path only.
+	for syscall.Kill(-pgid, 0) == nil {
+		select {
+		case <-timeout:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// Remove stops the sandbox and deletes its directory (a host workspace
+// named in the spec is left alone).
+func (p *Provider) Remove(ctx context.Context, id string) error {
+	if err := p.Stop(ctx, id); err != nil {
+		if errors.Is(err, wire.ErrNotFound) {
+			if _, serr := os.Stat(p.dir(id)); serr == nil {
+				return os.RemoveAll(p.dir(id))
+			}
+		}
+		return err
+	}
+	p.mu.Lock()
+	delete(p.procs, id)
+	p.mu.Unlock()
+	if err := os.RemoveAll(p.dir(id)); err != nil {
+		return fmt.Errorf("removing local sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Inspect reports one sandbox.
+func (p *Provider) Inspect(ctx context.Context, id string) (sandbox.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pr, err := p.track(id)
+	if err != nil {
+		return sandbox.Instance{}, err
+	}
+	return instance(pr), nil
+}
+
+func instance(pr *proc) sandbox.Instance {
+	st := sandbox.State{Running: pr.alive()}
+	if !st.Running && !pr.stopping {
+		st.Reason = "daemon_exited"
+	}
+	return sandbox.Instance{
+		ID:         pr.meta.Spec.ID,
+		ProviderID: "pid:" + strconv.Itoa(pr.meta.Pid),
+		Labels: map[string]string{
+			sandbox.LabelManaged:  "true",
+			sandbox.LabelInstance: pr.meta.Spec.Instance,
+			sandbox.LabelSandbox:  pr.meta.Spec.ID,
+		},
+		State: st,
+	}
+}
+
+// List returns the sandboxes under Root created by the given control plane
+// instance, adopting their processes.
+func (p *Provider) List(ctx context.Context, instanceID string) ([]sandbox.Instance, error) {
+	entries, err := os.ReadDir(p.opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []sandbox.Instance
+	for _, de := range entries {
+		if !de.IsDir() || !strings.HasPrefix(de.Name(), "sb_") {
+			continue
+		}
+		pr, err := p.track(de.Name())
+		if err != nil {
+			continue // not a local sandbox (another provider's socket dir)
+		}
+		if pr.meta.Spec.Instance == instanceID {
+			out = append(out, instance(pr))
+		}
+	}
+	return out, nil
+}
+
+// Events reports daemons that exited on their own, until ctx ends.
+func (p *Provider) Events(ctx context.Context) (<-chan sandbox.Event, error) {
+	ch := make(chan sandbox.Event, 64)
+	p.mu.Lock()
+	p.subs = append(p.subs, subscriber{ctx: ctx, ch: ch})
+	p.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for i, s := range p.subs {
+			if s.ch == ch {
+				p.subs = append(p.subs[:i], p.subs[i+1:]...)
+				break
+			}
+		}
+	}()
+	return ch, nil
+}
