@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# ci-setup.sh: everything CI needs before `make test` runs the Docker tests
+# for real: a Docker engine (plus bubblewrap and debootstrap), the
+# limbs/base image, and a static bin/limbsd.
+#
+# Idempotent and cheap when nothing changed: docker-up.sh leaves a running
+# engine alone, and build-base-image.sh skips when the image carries the
+# label of the current script, or re-imports the root tarball cached under
+# /var/cache/limbs (keep that directory between runs to skip debootstrap).
+#
+# .ci/run calls this script when it exists.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+start=$SECONDS
+say() { printf 'ci-setup: [%3ds] %s\n' "$((SECONDS - start))" "$*" >&2; }
+
+say "docker engine"
+scripts/docker-up.sh
+
+say "base image"
+scripts/build-base-image.sh
+
+say "bin/limbsd (static)"
+mkdir -p bin
+CGO_ENABLED=0 go build -o bin/limbsd ./cmd/limbsd
+
+say "ready: $(docker version --format 'engine {{.Server.Version}} (API {{.Server.APIVersion}})'), $(docker image inspect --format '{{index .RepoTags 0}}' limbs/base:latest), bin/limbsd"
