@@ -287,6 +287,18 @@ func TestLocalDaemonDeathRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec1(t, c, "main", "mkdir -p sub && cd sub && export KEPT=yes")
+	// limbsd saves a session's cwd just after the result is returned (the
+	// exported environment before): a kill in between loses the cwd. Wait
+	// for the save, so that this test is about recovery, not that race.
+	eventually(t, "session cwd saved", func() bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "sandboxes", sb.ID, "state", "sessions", "*", "session.json"))
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); strings.Contains(string(b), "/sub\"") {
+				return true
+			}
+		}
+		return false
+	})
 	pid := p.pidOf(t, sb.ID)
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
