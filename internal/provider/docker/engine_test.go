@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 // buildLimbsd builds the static limbsd of this work tree once per run.
-func buildLimbsd(t *testing.T) string {
+func buildLimbsd(t testing.TB) string {
 	t.Helper()
 	limbsdOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
@@ -67,7 +67,7 @@ func buildLimbsd(t *testing.T) string {
 }
 
 // newProvider returns a provider on the local engine, or skips.
-func newProvider(t *testing.T) *Provider {
+func newProvider(t testing.TB) *Provider {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("docker tests skipped: -short")
@@ -91,7 +91,7 @@ type box struct {
 	lc   *limbsclient.Client
 }
 
-func randomID(t *testing.T) string {
+func randomID(t testing.TB) string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)
@@ -99,7 +99,7 @@ func randomID(t *testing.T) string {
 
 // newSpec returns a spec with a fresh id, socket dir and token; cleanup of
 // whatever gets created under that id is registered at once.
-func newSpec(t *testing.T, p *Provider, edit func(*sandbox.Spec)) sandbox.Spec {
+func newSpec(t testing.TB, p *Provider, edit func(*sandbox.Spec)) sandbox.Spec {
 	t.Helper()
 	id := "sb_t" + randomID(t)
 	// A short path: a Unix socket path must fit in 108 bytes.
@@ -138,12 +138,18 @@ func newBox(t *testing.T, p *Provider, edit func(*sandbox.Spec)) *box {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
+	return &box{spec: spec, inst: inst, lc: limbsdClient(t, spec)}
+}
+
+// limbsdClient talks to a sandbox's limbsd through its socket.
+func limbsdClient(t testing.TB, spec sandbox.Spec) *limbsclient.Client {
+	t.Helper()
 	lc, err := limbsclient.New("unix://"+filepath.Join(spec.SocketDir, "limbsd.sock"), spec.Token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(lc.HTTPClient().CloseIdleConnections)
-	return &box{spec: spec, inst: inst, lc: lc}
+	return lc
 }
 
 // dockerExec runs argv in the sandbox's container as user (empty: the
