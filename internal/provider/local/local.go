@@ -160,6 +160,9 @@ func (p *Provider) Name() string { return "local" }
 // Isolated says whether sandboxes run under bubblewrap.
 func (p *Provider) Isolated() bool { return p.bwrap != "" }
 
+// Why says why sandboxes are not isolated (empty when they are).
+func (p *Provider) Why() string { return p.why }
+
 // Note says what a sandbox created from spec will lack.
 func (p *Provider) Note(spec sandbox.Spec) string {
 	var notes []string

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/provider/docker"
+	"github.com/limbs-dev/limbs/internal/provider/local"
+)
+
+// localImage is the image name of local sandboxes: they see the host's
+// file system.
+const localImage = "host"
+
+func init() {
+	commands["serve"] = command{summary: "run the control plane: many sandboxes behind one API", run: runServe}
+}
+
+// poolFlag collects repeated --pool image=N.
+type poolFlag map[string]int
+
+func (p poolFlag) String() string {
+	keys := make([]string, 0, len(p))
+	for k, n := range p {
+		keys = append(keys, k+"="+strconv.Itoa(n))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+func (p poolFlag) Set(v string) error {
+	i := strings.LastIndexByte(v, '=')
+	if i <= 0 {
+		return fmt.Errorf("%q: want IMAGE=N, e.g. --pool limbs/base:latest=2", v)
+	}
+	n, err := strconv.Atoi(v[i+1:])
+	if err != nil || n < 0 || n > 100 {
+		return fmt.Errorf("%q: N must be a number from 0 to 100", v)
+	}
+	p[v[:i]] = n
+	return nil
+}
+
+func runServe(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("limbs serve", flag.ContinueOnError)
+	listen := fs.String("listen", defaultControlAddr, "where to serve: HOST:PORT (loopback unless --allow-remote) or unix:///path/to.sock")
+	allowRemote := fs.Bool("allow-remote", false, "allow --listen on a non-loopback address")
+	token := fs.String("token", os.Getenv("LIMBS_TOKEN"), "bearer token clients must send (env LIMBS_TOKEN; default: the state dir's token file, generated on first run)")
+	stateDir := fs.String("state-dir", defaultServeStateDir(), "registry, sandbox sockets and local workspaces")
+	providerName := fs.String("provider", "", "default provider: docker or local (default: docker when an engine answers, else local)")
+	pool := poolFlag{}
+	fs.Var(pool, "pool", "keep N sandboxes of IMAGE ready (IMAGE=N, repeatable); creates with that image and default settings take one at once")
+	limbsdPath := fs.String("limbsd", "", "static limbsd binary to run in sandboxes (default: limbsd next to this executable, else on PATH)")
+	isolation := fs.String("isolation", local.IsolateAuto, "local provider: auto (bubblewrap when it works), bwrap (required) or none")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "limbs serve: unexpected arguments %q; run 'limbs serve -h' for the flags\n", fs.Args())
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "limbs serve: --log-level %q: use debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, log, serveConfig{
+		listen: *listen, allowRemote: *allowRemote, token: *token, stateDir: *stateDir,
+		provider: *providerName, pool: pool, limbsd: *limbsdPath, isolation: *isolation,
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type serveConfig struct {
+	listen, token, stateDir, provider, limbsd, isolation string
+	allowRemote                                          bool
+	pool                                                 map[string]int
+}
+
+func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
+	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
+		return fmt.Errorf("creating --state-dir: %w; pass a writable --state-dir", err)
+	}
+	limbsd, err := findLimbsd(cfg.limbsd)
+	if err != nil {
+		return err
+	}
+	token, err := serveToken(cfg.token, cfg.stateDir)
+	if err != nil {
+		return err
+	}
+	providers := map[string]control.Provider{}
+	lp, err := local.New(local.Options{
+		Root:      filepath.Join(cfg.stateDir, "sandboxes"),
+		Isolation: cfg.isolation,
+		Hide:      []string{cfg.stateDir},
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
+	providers["local"] = lp
+	defaultProvider, defaultImage := "local", localImage
+	if cfg.provider == "" || cfg.provider == "docker" {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		dp, err := docker.New(dctx, docker.Options{Logger: log})
+		cancel()
+		switch {
+		case err == nil:
+			defer dp.Close()
+			providers["docker"] = dp
+			defaultProvider, defaultImage = "docker", docker.DefaultImage
+		case cfg.provider == "docker":
+			return err
+		default:
+			fmt.Fprintf(os.Stderr, "limbs serve: no Docker engine (%v); sandboxes run with the local provider\n", err)
+		}
+	} else if cfg.provider != "local" {
+		return fmt.Errorf("--provider %q: use docker or local", cfg.provider)
+	}
+	if defaultProvider == "local" && !lp.Isolated() {
+		fmt.Fprintln(os.Stderr, "limbs serve: local sandboxes are NOT isolated: "+lp.Why())
+	}
+
+	ln, err := serveListener(cfg.listen, cfg.allowRemote)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	srv, err := control.New(ctx, control.Options{
+		StateDir:        cfg.stateDir,
+		Token:           token,
+		Providers:       providers,
+		DefaultProvider: defaultProvider,
+		DefaultImage:    defaultImage,
+		LimbsdPath:      limbsd,
+		Pool:            cfg.pool,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	fmt.Fprintf(os.Stderr, "limbs serve: listening on %s (default provider %s, state dir %s)\n", cfg.listen, defaultProvider, cfg.stateDir)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; sandboxes keep running and are re-adopted on the next start")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	return nil
+}
+
+// defaultServeStateDir follows the file-system conventions: system state for
+// root, the XDG state directory for anyone else.
+func defaultServeStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/limbs/serve"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "limbs", "serve")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "limbs", "serve")
+	}
+	return filepath.Join(os.TempDir(), "limbs-serve")
+}
+
+// findLimbsd resolves --limbsd: the flag, else limbsd next to this
+// executable, else on PATH.
+func findLimbsd(flagValue string) (string, error) {
+	if flagValue != "" {
+		p, err := filepath.Abs(flagValue)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("--limbsd %s: %w; build it with `make build`", flagValue, err)
+		}
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "limbsd")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("limbsd"); err == nil {
+		return filepath.Abs(p)
+	}
+	return "", errors.New("no limbsd binary next to limbs nor on PATH: run `make build` (or CGO_ENABLED=0 go build -o bin/limbsd ./cmd/limbsd) and pass --limbsd bin/limbsd")
+}
+
+// tokenFile is where limbs serve keeps its generated token.
+func tokenFile(stateDir string) string { return filepath.Join(stateDir, "token") }
+
+// serveToken returns the flag's token, else the state dir's token file,
+// else a new token written there (mode 0600) and printed once.
+func serveToken(flagValue, stateDir string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	path := tokenFile(stateDir)
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		fmt.Fprintf(os.Stderr, "limbs serve: using the token in %s\n", path)
+		return strings.TrimSpace(string(b)), nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(b)
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing the token: %w; pass --token or LIMBS_TOKEN instead", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("writing the token: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "limbs serve: generated a token (saved in %s, mode 0600):\n%s\n", path, tok)
+	return tok, nil
+}
+
+// serveListener opens --listen.
+func serveListener(addr string, allowRemote bool) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if path == "" {
+			return nil, fmt.Errorf("--listen %q has no path: use unix:///run/limbs/serve.sock", addr)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+				c.Close()
+				return nil, fmt.Errorf("another server is listening on %s; stop it first or choose another --listen path", path)
+			}
+			_ = os.Remove(path)
+		}
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s: %w", path, err)
+		}
+		if err := os.Chmod(path, 0o660); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		return ln, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q: %v; use 127.0.0.1:PORT or unix:///path/to.sock", addr, err)
+	}
+	if ip := net.ParseIP(host); !allowRemote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--listen %q is not a loopback address: anyone who can reach it gets shells; use 127.0.0.1:PORT, or add --allow-remote if you mean it", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w; is another limbs serve running? pass another --listen", addr, err)
+	}
+	return ln, nil
+}
