@@ -49,9 +49,16 @@ func (p *Provider) watch(ctx context.Context, out chan<- sandbox.Event) {
 		Add("label", sandbox.LabelManaged+"=true").
 		Add("event", string(events.ActionStart), string(events.ActionDie), string(events.ActionOOM), string(events.ActionDestroy))
 	oomAt := map[string]time.Time{} // container id -> last oom event
-	since := ""
+	var last int64                  // TimeNano of the last event passed on
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		since := ""
+		if last > 0 {
+			// Resume from the last event seen, not from now, so that a
+			// reconnect loses as little as the engine keeps; the engine
+			// counts in seconds, so the replayed part is skipped below.
+			since = strconv.FormatInt(last/1e9, 10)
+		}
 		res := p.cli.Events(ctx, client.EventsListOptions{Filters: f, Since: since})
 	read:
 		for {
@@ -65,9 +72,10 @@ func (p *Provider) watch(ctx context.Context, out chan<- sandbox.Event) {
 				break read
 			case m := <-res.Messages:
 				backoff = 100 * time.Millisecond
-				// Resume after the last event seen, not from now, so a
-				// reconnect loses as little as the engine allows.
-				since = strconv.FormatInt(m.Time, 10)
+				if m.TimeNano != 0 && m.TimeNano <= last {
+					continue // replayed after a reconnect
+				}
+				last = max(last, m.TimeNano)
 				ev, ok := translate(m, oomAt)
 				if !ok {
 					continue

@@ -312,7 +312,10 @@ func (p *Provider) waitReady(ctx context.Context, id, containerID, socketDir str
 		if herr == nil {
 			return nil
 		}
-		res, err := p.cli.ContainerInspect(context.WithoutCancel(ctx), containerID, client.ContainerInspectOptions{})
+		// Inspect even when ctx just ended, to say why limbsd is not there.
+		ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		res, err := p.cli.ContainerInspect(ictx, containerID, client.ContainerInspectOptions{})
+		icancel()
 		if err != nil {
 			return engineErr(fmt.Sprintf("sandbox %q: waiting for limbsd", id), err)
 		}
