@@ -98,7 +98,7 @@ func runReq(t *testing.T, c *client.Client, id string, req wire.Exec) wire.Resul
 func wantExit(t *testing.T, r wire.Result, code int) {
 	t.Helper()
 	if r.Status != wire.StatusExited {
-		t.Fatalf("status = %q, want %q (output %q)", r.Status, wire.StatusExited, r.Output)
+		t.Fatalf("status = %q (waiting_for_input %v, after %d ms), want %q (output %q)", r.Status, r.WaitingForInput, r.DurationMs, wire.StatusExited, r.Output)
 	}
 	if r.ExitCode == nil {
 		t.Fatalf("exit_code = null for an exited command (output %q)", r.Output)

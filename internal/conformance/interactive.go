@@ -160,7 +160,7 @@ func testStopping(t *testing.T, c *client.Client) {
 		id := newSession(t, c)
 		r := runReq(t, c, id, wire.Exec{Command: "sleep 100", Timeout: 1, YieldAfter: ptr(0.0)})
 		if r.Status != wire.StatusTimeout {
-			t.Fatalf("sleep 100 with timeout 1: status %q, want timeout", r.Status)
+			t.Fatalf("sleep 100 with timeout 1: status %q (exit_code %d, waiting_for_input %v, after %d ms), want timeout", r.Status, deref(r.ExitCode), r.WaitingForInput, r.DurationMs)
 		}
 		wantOutput(t, c, id, "echo ok", "ok\n")
 	})

@@ -50,7 +50,9 @@ var (
 	buildErr  error
 )
 
-// limbsdBinary builds cmd/limbsd once per test binary, static as shipped.
+// limbsdBinary builds cmd/limbsd once per test binary: static as shipped,
+// or with the race detector when the tests run under -race, so that the
+// end-to-end suite also hunts data races in the daemon.
 func limbsdBinary(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -66,6 +68,10 @@ func limbsdBinary(t *testing.T) string {
 		binPath = filepath.Join(dir, "limbsd")
 		cmd := exec.Command(goBin, "build", "-o", binPath, "github.com/limbs-dev/limbs/cmd/limbsd")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if raceEnabled {
+			cmd = exec.Command(goBin, "build", "-race", "-o", binPath, "github.com/limbs-dev/limbs/cmd/limbsd")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = errors.New(string(out))
 		}
@@ -101,6 +107,10 @@ func startDaemon(t *testing.T, extra ...string) *daemon {
 	go func() { d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
 		d.stop(t)
+		if log := d.stderr.String(); strings.Contains(log, "WARNING: DATA RACE") {
+			i := strings.Index(log, "WARNING: DATA RACE")
+			t.Errorf("the race detector found a data race in limbsd:\n%s", log[max(0, i-100):min(len(log), i+6000)])
+		}
 		if t.Failed() {
 			log := d.stderr.String()
 			if len(log) > 8000 {
