@@ -101,6 +101,7 @@ func TestDefaultSandboxHardening(t *testing.T) {
 		{"no capabilities", "grep CapEff /proc/self/status", func(c int) bool { return c == 0 }, "CapEff:\t0000000000000000"},
 		{"no new privileges", "grep NoNewPrivs /proc/self/status", func(c int) bool { return c == 0 }, "NoNewPrivs:\t1"},
 		{"loopback only", "ls /sys/class/net", func(c int) bool { return c == 0 }, "lo"},
+		{"limbsd's token is not in the agent's environment", "printenv LIMBS_TOKEN", func(c int) bool { return c != 0 }, ""},
 		{"workspace writable", "touch /workspace/x && echo ok", func(c int) bool { return c == 0 }, "ok"},
 		{"tmp is a 512 MiB tmpfs", "df -k --output=fstype,size /tmp | tail -1 | tr -s ' '", func(c int) bool { return c == 0 }, "tmpfs 524288"},
 	}
