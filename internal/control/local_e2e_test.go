@@ -31,7 +31,7 @@ var (
 )
 
 // limbsdBinary builds cmd/limbsd once per test binary, static as shipped.
-func limbsdBinary(t *testing.T) string {
+func limbsdBinary(t testing.TB) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -66,7 +66,7 @@ type plane struct {
 }
 
 // stateDir is short: socket paths must stay under ~108 bytes.
-func stateDir(t *testing.T) string {
+func stateDir(t testing.TB) string {
 	dir, err := os.MkdirTemp("", "lc")
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func removeAll(t *testing.T, dir string) {
 	})
 }
 
-func (p *plane) create(t *testing.T, req wire.CreateSandbox) wire.Sandbox {
+func (p *plane) create(t testing.TB, req wire.CreateSandbox) wire.Sandbox {
 	t.Helper()
 	var sb wire.Sandbox
 	if err := p.c.JSON(context.Background(), http.MethodPost, "/sandboxes", req, &sb); err != nil {
@@ -146,7 +146,7 @@ func (p *plane) get(t *testing.T, id string) wire.Sandbox {
 	return sb
 }
 
-func (p *plane) sandboxClient(t *testing.T, id string) *client.Client {
+func (p *plane) sandboxClient(t testing.TB, id string) *client.Client {
 	c, err := client.New(p.ts.URL, e2eToken, "/sandboxes/"+id)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,205 @@
+package control_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/conformance"
+	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/provider/docker"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// dockerOrSkip returns a docker provider on the local engine, or skips.
+func dockerOrSkip(t testing.TB) *docker.Provider {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("docker tests skipped: -short")
+	}
+	p, err := docker.New(context.Background(), docker.Options{})
+	if err != nil {
+		t.Skip("docker tests skipped: no Docker engine (run scripts/docker-up.sh)")
+	}
+	t.Cleanup(func() { p.Close() })
+	if exec.Command("docker", "image", "inspect", docker.DefaultImage).Run() != nil {
+		t.Skip("docker tests skipped: image " + docker.DefaultImage + " or the docker CLI missing (run scripts/build-base-image.sh)")
+	}
+	return p
+}
+
+// dockerLeftovers lists the containers and volumes labelled with a control
+// plane instance id.
+func dockerLeftovers(t testing.TB, instance string) []string {
+	t.Helper()
+	var out []string
+	for _, args := range [][]string{
+		{"ps", "-aq", "--filter", "label=limbs.instance=" + instance},
+		{"volume", "ls", "-q", "--filter", "label=limbs.instance=" + instance},
+	} {
+		b, err := exec.Command("docker", args...).Output()
+		if err != nil {
+			t.Errorf("docker %v: %v", args, err)
+		}
+		out = append(out, strings.Fields(string(b))...)
+	}
+	return out
+}
+
+// cleanDocker removes, when the test ends however it ends, every container
+// and volume of the instance, and reports them as leaks if the test did not
+// remove them itself.
+func cleanDocker(t testing.TB, instance *string) {
+	t.Cleanup(func() {
+		if *instance == "" {
+			return
+		}
+		left := dockerLeftovers(t, *instance)
+		if len(left) == 0 {
+			return
+		}
+		if !t.Failed() {
+			t.Errorf("left behind by instance %s: %v", *instance, left)
+		}
+		b, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=limbs.instance="+*instance).Output()
+		if ids := strings.Fields(string(b)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run()
+		}
+		b, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label=limbs.instance="+*instance).Output()
+		if ids := strings.Fields(string(b)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
+		}
+	})
+}
+
+func newDockerPlane(t testing.TB, dir string, dp *docker.Provider, pool map[string]int) *plane {
+	t.Helper()
+	srv, err := control.New(context.Background(), control.Options{
+		StateDir:     dir,
+		Token:        e2eToken,
+		Providers:    map[string]control.Provider{"docker": dp},
+		DefaultImage: docker.DefaultImage,
+		LimbsdPath:   limbsdBinary(t),
+		Pool:         pool,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	c, err := client.New(ts.URL, e2eToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plane{srv: srv, ts: ts, c: c, dir: dir}
+	t.Cleanup(p.close)
+	return p
+}
+
+// Acceptance 1: through limbs serve with the docker provider, a sandbox is
+// created, runs commands whose exit code, cwd and env persist, takes
+// interactive input, reads and writes files, and is deleted without leaving
+// a container, volume or socket directory.
+func TestDockerEndToEnd(t *testing.T) {
+	dp := dockerOrSkip(t)
+	dir := stateDir(t)
+	var instance string
+	cleanDocker(t, &instance)
+	p := newDockerPlane(t, dir, dp, nil)
+	instance = p.srv.Instance()
+	ctx := context.Background()
+
+	sb := p.create(t, wire.CreateSandbox{Name: "e2e", MemoryMB: 512})
+	if sb.Provider != "docker" || sb.Status != wire.SandboxRunning {
+		t.Fatalf("created %+v", sb)
+	}
+	c := p.sandboxClient(t, sb.ID)
+	s, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		command, output string
+		exit            int
+		cwd             string
+	}{
+		{"mkdir -p /workspace/app && cd /workspace/app && export GREETING=hello", "", 0, "/workspace/app"},
+		{"echo $GREETING from $(pwd)", "hello from /workspace/app\n", 0, "/workspace/app"},
+		{"false", "", 1, "/workspace/app"},
+		{"(exit 42)", "", 42, "/workspace/app"},
+	}
+	for _, st := range steps {
+		r := exec1(t, c, s.ID, st.command)
+		if r.ExitCode == nil || *r.ExitCode != st.exit || r.Output != st.output || r.Cwd != st.cwd {
+			t.Errorf("%q: exit %v output %q cwd %q; want %d %q %q", st.command, r.ExitCode, r.Output, r.Cwd, st.exit, st.output, st.cwd)
+		}
+	}
+
+	// Interactive input: a prompt, answered.
+	yield := 10.0
+	r, err := c.Exec(ctx, s.ID, wire.Exec{Command: `read -p "name? " n; echo "hi $n"`, YieldAfter: &yield})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != wire.StatusRunning || !r.WaitingForInput {
+		t.Fatalf("read prompt: %+v, want running and waiting for input", r)
+	}
+	r, err = c.Input(ctx, s.ID, wire.Input{Text: "limbs\n", YieldAfter: &yield})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != wire.StatusExited || !strings.Contains(r.Output, "hi limbs") {
+		t.Errorf("after input: %+v", r)
+	}
+
+	// Files through the control plane.
+	resp, err := c.Do(ctx, http.MethodPut, "/files?path=/workspace/app/note.txt", strings.NewReader("written through serve\n"), "application/octet-stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if out := exec1(t, c, s.ID, "cat note.txt").Output; out != "written through serve\n" {
+		t.Errorf("file written through the API reads %q in the sandbox", out)
+	}
+	exec1(t, c, s.ID, "echo from the shell > made.txt")
+	resp, err = c.Do(ctx, http.MethodGet, "/files?path=/workspace/app/made.txt", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "from the shell\n" {
+		t.Errorf("file made in the shell reads %q through the API", b)
+	}
+
+	if err := p.c.JSON(ctx, http.MethodDelete, "/sandboxes/"+sb.ID, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := dockerLeftovers(t, instance); len(left) > 0 {
+		t.Errorf("containers/volumes left after delete: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sandboxes", sb.ID)); !os.IsNotExist(err) {
+		t.Errorf("socket directory left after delete: %v", err)
+	}
+}
+
+// The Sessions conformance suite through limbs serve into a Docker sandbox.
+func TestDockerConformance(t *testing.T) {
+	dp := dockerOrSkip(t)
+	dir := stateDir(t)
+	var instance string
+	cleanDocker(t, &instance)
+	p := newDockerPlane(t, dir, dp, nil)
+	instance = p.srv.Instance()
+	sb := p.create(t, wire.CreateSandbox{})
+	t.Run("suite", func(t *testing.T) { conformance.Run(t, p.sandboxClient(t, sb.ID)) })
+	if err := p.c.JSON(context.Background(), http.MethodDelete, "/sandboxes/"+sb.ID, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
