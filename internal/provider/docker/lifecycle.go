@@ -98,6 +98,9 @@ func giveVolume(mountpoint, user string) bool {
 }
 
 // Start starts a stopped sandbox and waits for its limbsd, as Create does.
+// A running sandbox whose limbsd does not answer (its socket file deleted,
+// limbsd hung) is restarted, so that Start is the one way back for every
+// failure.
 func (p *Provider) Start(ctx context.Context, id string) error {
 	c, err := p.container(ctx, id)
 	if err != nil {
@@ -106,6 +109,16 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 	dir := c.Config.Labels[labelSocketDir]
 	if dir == "" {
 		return fmt.Errorf("sandbox %q: container %s has no %s label; remove it and create the sandbox again: %w", id, c.ID[:12], labelSocketDir, wire.ErrConflict)
+	}
+	if c.State != nil && c.State.Running {
+		if healthy(ctx, dir) {
+			return nil
+		}
+		p.log.Warn("limbsd does not answer in a running sandbox; restarting it", "sandbox", id)
+		t := int(p.opts.StopTimeout.Seconds())
+		if _, err := p.cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Timeout: &t}); err != nil {
+			return engineErr(fmt.Sprintf("sandbox %q: stopping the unresponsive container", id), err)
+		}
 	}
 	// The host may have cleaned the directory (a tmpfs /run after a reboot).
 	if err := prepareSocketDir(dir, c.Config.User); err != nil {
@@ -331,6 +344,19 @@ func (p *Provider) waitReady(ctx context.Context, id, containerID, socketDir str
 		}
 		delay = min(delay*2, 200*time.Millisecond)
 	}
+}
+
+// healthy asks limbsd once, on a new connection, whether it answers.
+func healthy(ctx context.Context, socketDir string) bool {
+	lc, err := limbsclient.New("unix://"+filepath.Join(socketDir, "limbsd.sock"), "", "")
+	if err != nil {
+		return false
+	}
+	defer lc.HTTPClient().CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = lc.Health(ctx)
+	return err == nil
 }
 
 // logTail returns the container's last log lines, for error messages.
