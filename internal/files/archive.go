@@ -29,7 +29,7 @@ func (s *Server) serveGetArchive(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.WriteHeader(http.StatusOK)
-	if err := writeTar(w, root); err != nil {
+	if err := WriteTar(w, root); err != nil {
 		// The status is out already: cut the stream so the client sees a
 		// broken archive rather than a short, valid-looking one.
 		s.log.Warn("archive stream cut", "path", root, "err", err)
@@ -38,10 +38,10 @@ func (s *Server) serveGetArchive(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// writeTar streams the tree under root as a tar with names relative to
+// WriteTar streams the tree under root as a tar with names relative to
 // root. Symlinks are stored as symlinks, never followed; sockets, fifos and
-// devices are left out.
-func writeTar(w io.Writer, root string) error {
+// devices are left out. The CLI uses it too, to upload a directory.
+func WriteTar(w io.Writer, root string) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
@@ -117,18 +117,22 @@ func (s *Server) servePutArchive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.extract(root, r.Body); err != nil {
+	if err := ExtractTar(root, r.Body, filepath.Join(s.opts.StateDir, "tmp")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-// extract unpacks the tar in body under root. The archive is spooled to
-// disk and checked whole first, so that one bad entry refuses all of it
-// before anything is written; the second pass checks every entry again
-// against the disk as it then is.
-func (s *Server) extract(root string, body io.Reader) error {
+// ExtractTar unpacks the tar in body under root, creating root when
+// missing. The archive is spooled to a file in spoolDir and checked whole
+// first, so that one entry that would land outside root (through .., an
+// absolute name, a symlink or a hard link) refuses all of it, with an
+// error wrapping wire.ErrBadRequest that names the entry, before anything
+// is written; the second pass checks every entry again against the disk
+// as it then is. The CLI uses it too, since a sandbox's archive is no more
+// trusted on the host.
+func ExtractTar(root string, body io.Reader, spoolDir string) error {
 	if err := mkdirAllOwned(root); err != nil {
 		return err
 	}
@@ -136,7 +140,6 @@ func (s *Server) extract(root string, body io.Reader) error {
 	if err != nil {
 		return statErr(root, err)
 	}
-	spoolDir := filepath.Join(s.opts.StateDir, "tmp")
 	if err := os.MkdirAll(spoolDir, 0o700); err != nil {
 		return fmt.Errorf("spooling archive: %w", err)
 	}
