@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 	"unsafe"
@@ -128,7 +129,13 @@ type pendingMove struct {
 	cookie uint32
 	path   string
 	dir    bool
+	temp   bool // one of the daemon's own temp files
 }
+
+// ownTemp matches the temp files of the daemon's atomic writes
+// (.NAME.limbs-DIGITS). Their create, write and rename are one change of
+// NAME, reported as a single write of it.
+var ownTemp = regexp.MustCompile(`^\..+\.limbs-[0-9]+$`)
 
 // watcher turns one inotify instance's events into wire events. Only the
 // serving goroutine touches it.
@@ -146,8 +153,8 @@ type watcher struct {
 }
 
 func (wt *watcher) emit(typ, path, from string) {
-	// inotify reports each write call; consecutive writes to one file say
-	// nothing more than the first.
+	// inotify reports each write call; consecutive writes to one file in
+	// one batch say nothing more than the first.
 	if typ == "write" && wt.last.Type == "write" && wt.last.Path == path {
 		return
 	}
@@ -159,9 +166,13 @@ func (wt *watcher) emit(typ, path, from string) {
 	wt.out.WriteString("\n\n")
 }
 
+// flush hands over the events so far. Writes are only folded together
+// within one batch: once a write is sent, the client may read the file,
+// and a later write must be reported again.
 func (wt *watcher) flush() []byte {
 	b := bytes.Clone(wt.out.Bytes())
 	wt.out.Reset()
+	wt.last = wire.WatchEvent{}
 	return b
 }
 
@@ -173,7 +184,7 @@ func (wt *watcher) addTree(dir string, scan bool) {
 		if err != nil {
 			return nil
 		}
-		if scan && p != dir {
+		if scan && p != dir && !(de.Type().IsRegular() && ownTemp.MatchString(de.Name())) {
 			wt.emit("create", p, "")
 			if len(wt.scanned) > maxScanned {
 				clear(wt.scanned)
@@ -228,6 +239,9 @@ func (wt *watcher) flushMove() {
 	}
 	pm := wt.pending
 	wt.pending = nil
+	if pm.temp {
+		return
+	}
 	wt.emit("remove", pm.path, "")
 	if pm.dir {
 		wt.forget(pm.path, true)
@@ -270,6 +284,10 @@ func (wt *watcher) handle(wd int, mask, cookie uint32, name string) {
 	if wt.pending != nil && !(mask&unix.IN_MOVED_TO != 0 && cookie == wt.pending.cookie) {
 		wt.flushMove()
 	}
+	temp := !isDir && ownTemp.MatchString(name)
+	if temp && mask&unix.IN_MOVED_FROM == 0 {
+		return // create, write or removal of a temp file: not a change yet
+	}
 	switch {
 	case mask&unix.IN_DELETE_SELF != 0:
 		if dir == wt.root {
@@ -291,11 +309,16 @@ func (wt *watcher) handle(wd int, mask, cookie uint32, name string) {
 		delete(wt.scanned, p)
 		wt.emit("remove", p, "")
 	case mask&unix.IN_MOVED_FROM != 0:
-		wt.pending = &pendingMove{cookie: cookie, path: p, dir: isDir}
+		wt.pending = &pendingMove{cookie: cookie, path: p, dir: isDir, temp: temp}
 	case mask&unix.IN_MOVED_TO != 0:
 		if wt.pending != nil {
 			from := wt.pending.path
+			wasTemp := wt.pending.temp
 			wt.pending = nil
+			if wasTemp {
+				wt.emit("write", p, "")
+				return
+			}
 			wt.emit("rename", p, from)
 			if isDir {
 				wt.moveTree(from, p)
