@@ -10,7 +10,8 @@ capture() {
 	name=$1
 	shift
 	script -q -E never -c "stty cols 80 rows 24; $*" "$name.raw" >/dev/null </dev/null
-	sed '1d;$d' "$name.raw" >"$name.in"
+	# script adds a newline of its own before its footer line.
+	sed '1d;$d' "$name.raw" | perl -0pe 's/\n\z//' >"$name.in"
 	rm -f "$name.raw"
 }
 capture ls_color 'ls --color=always -F /usr/share/doc/bash /usr/share/doc/git | head -20'

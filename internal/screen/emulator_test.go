@@ -1,0 +1,380 @@
+package screen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/creack/pty"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// TestScreenGolden feeds the byte streams of testdata/screen/*.in (real
+// programs recorded by capture.sh on an 80x24 terminal, and hand-made
+// streams) to an 80x24 emulator and compares its snapshot with the .golden
+// JSON next to them.
+func TestScreenGolden(t *testing.T) {
+	ins, err := filepath.Glob("testdata/screen/*.in")
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no golden inputs in testdata/screen (err %v)", err)
+	}
+	for _, in := range ins {
+		name := strings.TrimSuffix(filepath.Base(in), ".in")
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := NewEmulator(80, 24)
+			defer e.Close()
+			e.Write(raw)
+			got := e.Snapshot()
+
+			golden := strings.TrimSuffix(in, ".in") + ".golden"
+			if *update {
+				b, err := json.MarshalIndent(got, "", "  ")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			var want wire.Screen
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatalf("%s: %v", golden, err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("screen mismatch (-want +got):\n%s", diff)
+			}
+
+			// The screen does not depend on how the stream was cut.
+			split := NewEmulator(80, 24)
+			defer split.Close()
+			for i := range raw {
+				split.Write(raw[i : i+1])
+			}
+			if diff := cmp.Diff(got, split.Snapshot()); diff != "" {
+				t.Errorf("one-byte writes give another screen (-whole +bytewise):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEmulator(t *testing.T) {
+	tests := []struct {
+		name       string
+		cols, rows int
+		in         string
+		check      func(t *testing.T, s wire.Screen)
+	}{
+		{"empty screen", 10, 3, "", func(t *testing.T, s wire.Screen) {
+			want := wire.Screen{Cols: 10, Rows: 3, Lines: []string{"", "", ""}}
+			if diff := cmp.Diff(want, s); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		}},
+		{"alt screen on", 20, 4, "main\r\n\x1b[?1049hfull", func(t *testing.T, s wire.Screen) {
+			if !s.AltScreen || s.Lines[0] != "full" && s.Lines[1] != "full" {
+				t.Errorf("alt screen = %v, lines %q; want the full-screen text", s.AltScreen, s.Lines)
+			}
+		}},
+		{"alt screen off restores main", 20, 4, "main\r\n\x1b[?1049h\x1b[Hfull\x1b[?1049l", func(t *testing.T, s wire.Screen) {
+			if s.AltScreen || s.Lines[0] != "main" || strings.Contains(strings.Join(s.Lines, "\n"), "full") {
+				t.Errorf("alt screen = %v, lines %q; want the main screen back", s.AltScreen, s.Lines)
+			}
+		}},
+		{"title osc 0", 20, 2, "\x1b]0;hello\x07", func(t *testing.T, s wire.Screen) {
+			if s.Title != "hello" {
+				t.Errorf("title = %q", s.Title)
+			}
+		}},
+		{"title osc 2 with semicolons and ST", 20, 2, "\x1b]2;a; b; c\x1b\\", func(t *testing.T, s wire.Screen) {
+			if s.Title != "a; b; c" {
+				t.Errorf("title = %q", s.Title)
+			}
+		}},
+		{"cursor position", 20, 5, "\x1b[3;7Hx", func(t *testing.T, s wire.Screen) {
+			if s.Cursor != (wire.Cursor{Row: 2, Col: 7}) || s.Lines[2] != "      x" {
+				t.Errorf("cursor %+v, line %q", s.Cursor, s.Lines[2])
+			}
+		}},
+		{"trailing spaces trimmed", 20, 2, "a   \x1b[41m   \x1b[m", func(t *testing.T, s wire.Screen) {
+			if s.Lines[0] != "a" {
+				t.Errorf("line %q", s.Lines[0])
+			}
+		}},
+		{"wide characters", 10, 2, "日本x", func(t *testing.T, s wire.Screen) {
+			if s.Lines[0] != "日本x" || s.Cursor.Col != 5 {
+				t.Errorf("line %q cursor %+v; want 日本x with the cursor at column 5", s.Lines[0], s.Cursor)
+			}
+		}},
+		{"top -b style", 40, 4, "top - 19:40:33 up 10 min\r\nTasks:  12 total\r\n\r\n    PID USER      %CPU\r\n", func(t *testing.T, s wire.Screen) {
+			want := []string{"Tasks:  12 total", "", "    PID USER      %CPU", ""}
+			if diff := cmp.Diff(want, s.Lines); diff != "" {
+				t.Errorf("scrolled lines (-want +got):\n%s", diff)
+			}
+		}},
+		{"invalid utf8 is replaced", 10, 1, "a\xffb", func(t *testing.T, s wire.Screen) {
+			if !utf8.ValidString(s.Lines[0]) || !strings.HasPrefix(s.Lines[0], "a") {
+				t.Errorf("line %q", s.Lines[0])
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := NewEmulator(tt.cols, tt.rows)
+			defer e.Close()
+			e.Write([]byte(tt.in))
+			tt.check(t, e.Snapshot())
+		})
+	}
+}
+
+func TestEmulatorResize(t *testing.T) {
+	e := NewEmulator(20, 5)
+	defer e.Close()
+	e.Write([]byte("hello\r\nworld"))
+	e.Resize(40, 10)
+	s := e.Snapshot()
+	if s.Cols != 40 || s.Rows != 10 || len(s.Lines) != 10 || s.Lines[0] != "hello" || s.Lines[1] != "world" {
+		t.Fatalf("after growing: %dx%d %q", s.Cols, s.Rows, s.Lines)
+	}
+	e.Resize(3, 2)
+	s = e.Snapshot()
+	if s.Cols != 3 || s.Rows != 2 || len(s.Lines) != 2 {
+		t.Fatalf("after shrinking: %dx%d %q", s.Cols, s.Rows, s.Lines)
+	}
+	for _, l := range s.Lines {
+		if utf8.RuneCountInString(l) > 3 {
+			t.Errorf("line %q wider than 3 columns", l)
+		}
+	}
+	if s.Cursor.Row >= 2 || s.Cursor.Col >= 3 {
+		t.Errorf("cursor %+v outside the 3x2 screen", s.Cursor)
+	}
+	e.Resize(0, -1) // nonsense sizes become 1x1, never a panic
+	if s := e.Snapshot(); s.Cols != 1 || s.Rows != 1 {
+		t.Errorf("Resize(0, -1) gave %dx%d; want 1x1", s.Cols, s.Rows)
+	}
+}
+
+// writeOrHang runs e.Write and fails the test if it does not return: a
+// terminal query whose reply nobody reads blocks x/vt's Write forever.
+func writeOrHang(t *testing.T, e *Emulator, p []byte) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Write(p)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Write is blocked on an unread terminal reply")
+	}
+}
+
+func TestEmulatorQueriesNeverBlock(t *testing.T) {
+	e := NewEmulator(80, 24)
+	defer e.Close()
+	queries := []string{"\x1b[6n", "\x1b[?6n", "\x1b[c", "\x1b[>c", "\x1b[5n", "\x1b]10;?\x07", "\x1b]11;?\x07", "\x1b[?2004$p", "\x1b[18t"}
+	for _, q := range queries {
+		writeOrHang(t, e, bytes.Repeat([]byte(q), 100))
+	}
+	writeOrHang(t, e, []byte("\x1b[Hstill alive"))
+	if s := e.Snapshot(); s.Lines[0] != "still alive" {
+		t.Errorf("line 0 = %q after the queries", s.Lines[0])
+	}
+}
+
+func TestEmulatorClose(t *testing.T) {
+	e := NewEmulator(10, 2)
+	e.Write([]byte("kept"))
+	e.Close()
+	e.Close() // twice is fine
+	writeOrHang(t, e, []byte("\x1b[6nignored"))
+	e.Resize(20, 4)
+	if s := e.Snapshot(); s.Lines[0] != "kept" || s.Cols != 10 {
+		t.Errorf("after Close: %dx%d %q; want the last screen, unchanged", s.Cols, s.Rows, s.Lines)
+	}
+}
+
+// TestEmulatorConcurrent is for the race detector: the PTY read loop writes
+// while API calls take snapshots and resize.
+func TestEmulatorConcurrent(t *testing.T) {
+	e := NewEmulator(80, 24)
+	defer e.Close()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 200 {
+			e.Write([]byte("\x1b[31mline \x1b[6n" + strings.Repeat("x", i%80) + "\r\n"))
+		}
+	})
+	wg.Go(func() {
+		for range 200 {
+			if s := e.Snapshot(); len(s.Lines) != s.Rows {
+				t.Errorf("snapshot has %d lines for %d rows", len(s.Lines), s.Rows)
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		for i := range 50 {
+			e.Resize(40+i, 10+i%20)
+		}
+	})
+	wg.Wait()
+}
+
+// TestEmulatorLiveVim runs a real vim on a real PTY and reads its screen.
+func TestEmulatorLiveVim(t *testing.T) {
+	vim, err := exec.LookPath("vim")
+	if err != nil {
+		t.Skip("vim is not installed: the live full-screen test needs it")
+	}
+	file := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(file, []byte("first line\nsecond: 日本語\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-5*time.Second))
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, vim, "-u", "NONE", "-N", "-n", "-i", "NONE", file)
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer cmd.Process.Kill() //nolint:errcheck // already gone when the test passes
+
+	e := NewEmulator(80, 24)
+	defer e.Close()
+	changed := make(chan struct{}, 1)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			if n > 0 {
+				e.Write(buf[:n])
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+			if err != nil {
+				return // EIO once vim has exited
+			}
+		}
+	}()
+	waitScreen := func(what string, ok func(wire.Screen) bool) wire.Screen {
+		t.Helper()
+		for {
+			s := e.Snapshot()
+			if ok(s) {
+				return s
+			}
+			select {
+			case <-changed:
+			case <-ended:
+				if s := e.Snapshot(); ok(s) {
+					return s
+				}
+				t.Fatalf("vim ended before the screen showed %s; screen:\n%s", what, strings.Join(e.Snapshot().Lines, "\n"))
+			case <-ctx.Done():
+				t.Fatalf("the screen never showed %s; screen:\n%s", what, strings.Join(e.Snapshot().Lines, "\n"))
+			}
+		}
+	}
+
+	s := waitScreen("the file in vim", func(s wire.Screen) bool {
+		return s.AltScreen && s.Lines[0] == "first line" && strings.Contains(s.Lines[23], "notes.txt")
+	})
+	if s.Lines[1] != "second: 日本語" || s.Lines[2] != "~" || s.Cursor != (wire.Cursor{}) {
+		t.Errorf("vim screen: lines %q, cursor %+v", s.Lines[:3], s.Cursor)
+	}
+	if _, err := ptmx.Write([]byte(":q!\r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("vim: %v", err)
+	}
+	<-ended
+	if s := e.Snapshot(); s.AltScreen {
+		t.Errorf("alt screen still on after vim quit: %q", s.Lines)
+	}
+}
+
+func FuzzEmulator(f *testing.F) {
+	for _, s := range []string{"\x1b[6n", "\x1b[?1049hx\x1b[?1049l", "\x1b]0;t\x07", "日本\x1b[2;3H", "\x1bP$q m\x1b\\", "\x1b[99999;99999H\x1b[99999@"} {
+		f.Add([]byte(s), uint8(80), uint8(24))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, cols, rows uint8) {
+		c, r := int(cols%200)+1, int(rows%100)+1
+		e := NewEmulator(c, r)
+		defer e.Close()
+		writeOrHang(t, e, raw)
+		s := e.Snapshot()
+		if s.Cols != c || s.Rows != r || len(s.Lines) != r {
+			t.Fatalf("snapshot %dx%d with %d lines; want %dx%d", s.Cols, s.Rows, len(s.Lines), c, r)
+		}
+		for _, l := range s.Lines {
+			if !utf8.ValidString(l) {
+				t.Fatalf("line %q is not valid UTF-8", l)
+			}
+		}
+		if !utf8.ValidString(s.Title) {
+			t.Fatalf("title %q is not valid UTF-8", s.Title)
+		}
+		e.Resize(c/2+1, r/2+1)
+		e.Snapshot()
+	})
+}
+
+func BenchmarkEmulatorWrite(b *testing.B) {
+	plain := bytes.Repeat([]byte("2026-11-30T19:40:33Z INFO building package github.com/limbs-dev/limbs ok\r\n"), (1<<20)/74)
+	var tui bytes.Buffer
+	for tui.Len() < 1<<20 {
+		for row := 1; row <= 24; row++ {
+			tui.WriteString("\x1b[" + string(rune('0'+row/10)) + string(rune('0'+row%10)) + ";1H\x1b[1;32m  PID\x1b[m root   20   0  12.3  \x1b[7m0.5\x1b[27m  日本 top\x1b[K")
+		}
+	}
+	for _, bc := range []struct {
+		name string
+		in   []byte
+	}{{"plain", plain}, {"tui", tui.Bytes()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			e := NewEmulator(120, 40)
+			defer e.Close()
+			b.SetBytes(int64(len(bc.in)))
+			for b.Loop() {
+				for p := bc.in; len(p) > 0; {
+					k := min(32<<10, len(p))
+					e.Write(p[:k])
+					p = p[k:]
+				}
+			}
+		})
+	}
+}
