@@ -5,8 +5,9 @@
 # debootstrap makes a minimal Debian bookworm root from the apt mirror this
 # machine is already configured with (read from /etc/apt/sources.list*), apt
 # installs the tools agents expect inside it, and `docker import` turns the
-# root into an image. No locale package: C.UTF-8 is built into glibc. images/base/Dockerfile builds the same image for users
-# who can pull debian:bookworm.
+# root into an image (no locale package: C.UTF-8 is built into glibc).
+# images/base/Dockerfile builds the same image for users who can pull
+# debian:bookworm.
 #
 # Cached twice:
 #   - the image carries the label limbs.base.key, a hash of this whole
@@ -62,6 +63,8 @@ if [ "$have" = "$key" ] && [ "${LIMBS_FORCE:-0}" != 1 ]; then
 fi
 
 import_tarball() {
+	local old
+	old=$(docker image inspect --format '{{.Id}} {{index .Config.Labels "limbs.base.key"}}' "$image" 2>/dev/null || true)
 	step "importing $tarball as $image"
 	docker import \
 		--change "LABEL limbs.base.key=$key" \
@@ -74,6 +77,11 @@ import_tarball() {
 		--change "WORKDIR /workspace" \
 		--change 'CMD ["/bin/bash"]' \
 		"$tarball" "$image" >/dev/null
+	# The image this one replaced is left untagged: remove it if an earlier
+	# run of this script made it and no container uses it.
+	if [ -n "${old#* }" ] && [ "${old%% *}" != "$(docker image inspect --format '{{.Id}}' "$image")" ]; then
+		docker image rm "${old%% *}" >/dev/null 2>&1 && step "removed the previous image ${old%% *}" || true
+	fi
 	step "done: $image ($(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%.0f MiB", $1/1048576}'))"
 }
 
