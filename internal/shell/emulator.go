@@ -1,9 +1,12 @@
 package shell
 
-import "github.com/limbs-dev/limbs/internal/wire"
+import (
+	"github.com/limbs-dev/limbs/internal/screen"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
 
-// emulator is what a session needs of a terminal emulator: package screen
-// provides it.
+// emulator is what a session needs of a terminal emulator (package screen
+// provides it; tests may substitute their own).
 type emulator interface {
 	Write(p []byte)
 	Resize(cols, rows int)
@@ -11,11 +14,4 @@ type emulator interface {
 	Close()
 }
 
-var newEmulator = func(cols, rows int) emulator { return &nullEmulator{cols: cols, rows: rows} }
-
-type nullEmulator struct{ cols, rows int }
-
-func (e *nullEmulator) Write(p []byte)        {}
-func (e *nullEmulator) Resize(cols, rows int) { e.cols, e.rows = cols, rows }
-func (e *nullEmulator) Snapshot() wire.Screen { return wire.Screen{Cols: e.cols, Rows: e.rows} }
-func (e *nullEmulator) Close()                {}
+var newEmulator = func(cols, rows int) emulator { return screen.NewEmulator(cols, rows) }

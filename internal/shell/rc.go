@@ -55,8 +55,9 @@ PS0=$'\e]633;limbs;'"$__LIMBS_T"$';S\a'
 __limbs_prompt() {
 	local s=$? p=$PWD
 	case $p in *[$'\a\e\n']*) p= ;; esac
-	export -p >| "$__LIMBS_D/env" 2>/dev/null
 	printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$s" "$p"
+	# After the marker, so that saving it costs the caller nothing.
+	export -p >| "$__LIMBS_D/env" 2>/dev/null
 }
 PROMPT_COMMAND=__limbs_prompt
 `)

@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/runtime"
+	"github.com/limbs-dev/limbs/internal/shell"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// daemon serves a real shell.Manager through the real HTTP API on a Unix
+// socket, in process, and returns a client and a session id.
+func daemon(b *testing.B) (*client.Client, string) {
+	b.Helper()
+	dir := b.TempDir()
+	m, err := shell.NewManager(context.Background(), shell.Options{StateDir: filepath.Join(dir, "state"), Workdir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(dir, "limbsd.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: runtime.New(runtime.Options{Token: "t", Manager: m})}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close(); m.Close() })
+	c, err := client.New("unix://"+sock, "t", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := c.CreateSession(context.Background(), wire.CreateSession{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, s.ID
+}
+
+func p50(d []time.Duration) time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkRoundTrip: `true` through the HTTP API over a Unix socket, next
+// to the floor, a line bounced through `cat` on a raw PTY.
+func BenchmarkRoundTrip(b *testing.B) {
+	c, id := daemon(b)
+	ctx := context.Background()
+	zero := 0.0
+	for range 20 { // warm up
+		if _, err := c.Exec(ctx, id, wire.Exec{Command: "true", YieldAfter: &zero}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ptmx, stop := startPTY(b, "cat")
+	defer stop()
+	line := []byte("ping\n")
+	buf := make([]byte, 4096)
+	pingpong := func() {
+		ptmx.Write(line)
+		// The echo and cat's copy: two lines.
+		got := 0
+		for got < 2 {
+			n, err := ptmx.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += bytes.Count(buf[:n], []byte("\n"))
+		}
+	}
+	api := make([]time.Duration, 0, b.N)
+	raw := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		r, err := c.Exec(ctx, id, wire.Exec{Command: "true", YieldAfter: &zero})
+		api = append(api, time.Since(t0))
+		if err != nil || r.Status != wire.StatusExited || *r.ExitCode != 0 {
+			b.Fatalf("exec true: %+v %v", r, err)
+		}
+		t0 = time.Now()
+		pingpong()
+		raw = append(raw, time.Since(t0))
+	}
+	b.StopTimer()
+	a, f := p50(api), p50(raw)
+	b.ReportMetric(ms(a), "api-p50-ms")
+	b.ReportMetric(ms(f), "pty-floor-p50-ms")
+	b.ReportMetric(float64(a)/float64(f), "api/floor")
+	b.ReportMetric(0, "ns/op")
+	fmt.Printf("round trip of `true`: limbsd API over unix socket p50 %.3f ms; raw PTY ping-pong p50 %.3f ms; ratio %.1fx (n=%d)\n", ms(a), ms(f), float64(a)/float64(f), b.N)
+}
+
+func startPTY(b *testing.B, script string) (*os.File, func()) {
+	cmd := exec.Command("bash", "-c", script)
+	ptmx, err := pty.Start(cmd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ptmx, func() {
+		ptmx.Close()
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+}
+
+// producer writes 50 MiB of text lines in large blocks.
+const (
+	outputSize = 50 << 20
+	producer   = "yes 'the quick brown fox jumps over the lazy dog 0123456789 the quick brown fox' | head -c 52428800"
+)
+
+// BenchmarkThroughput: 50 MiB of output through a limbs command, next to
+// the same producer read by a bare PTY read loop.
+func BenchmarkThroughput(b *testing.B) {
+	c, id := daemon(b)
+	ctx := context.Background()
+	zero := 0.0
+	var api, raw time.Duration
+	for range b.N {
+		t0 := time.Now()
+		ptmx, stop := startPTY(b, producer)
+		n, err := io.Copy(io.Discard, ptmx)
+		if err != nil && !errors.Is(err, syscall.EIO) {
+			var pe *os.PathError
+			if !errors.As(err, &pe) {
+				b.Fatal(err)
+			}
+		}
+		raw += time.Since(t0)
+		stop()
+		if n < outputSize {
+			b.Fatalf("raw loop read %d bytes", n)
+		}
+		t0 = time.Now()
+		r, err := c.Exec(ctx, id, wire.Exec{Command: producer, YieldAfter: &zero})
+		api += time.Since(t0)
+		if err != nil || r.Status != wire.StatusExited || r.OutputBytes < outputSize {
+			b.Fatalf("exec: %+v %v", r.OutputBytes, err)
+		}
+	}
+	mib := float64(outputSize) / (1 << 20) * float64(b.N)
+	a, f := mib/api.Seconds(), mib/raw.Seconds()
+	b.ReportMetric(a, "api-MiB/s")
+	b.ReportMetric(f, "raw-pty-MiB/s")
+	b.ReportMetric(a/f, "api/raw")
+	b.ReportMetric(0, "ns/op")
+	fmt.Printf("throughput of 50 MiB: limbs exec %.1f MiB/s; raw PTY read loop %.1f MiB/s; ratio %.2f (n=%d)\n", a, f, a/f, b.N)
+}
