@@ -35,7 +35,7 @@ type conn struct {
 func connectFlags(fs *flag.FlagSet) *conn {
 	c := &conn{}
 	fs.StringVar(&c.addr, "addr", os.Getenv("LIMBS_ADDR"), "API address: unix:///path/to.sock or HOST:PORT (env LIMBS_ADDR; default "+defaultDaemonAddr+", or "+defaultControlAddr+" with --sandbox)")
-	fs.StringVar(&c.token, "token", os.Getenv("LIMBS_TOKEN"), "bearer token (env LIMBS_TOKEN; default: the limbsd.token file next to the socket)")
+	fs.StringVar(&c.token, "token", os.Getenv("LIMBS_TOKEN"), "bearer token (env LIMBS_TOKEN; default: the limbsd.token file next to the socket, or with --sandbox limbs serve's token file)")
 	fs.StringVar(&c.sandbox, "sandbox", os.Getenv("LIMBS_SANDBOX"), "sandbox id or name, reached through `limbs serve` (env LIMBS_SANDBOX)")
 	fs.StringVar(&c.sessionName, "session", defaultSession, "session name or id (created on first use)")
 	return c
@@ -55,16 +55,21 @@ func (c *conn) client() (*client.Client, error) {
 	}
 	token := c.token
 	if token == "" {
-		if sock, ok := strings.CutPrefix(addr, "unix://"); ok && c.sandbox == "" {
-			b, err := os.ReadFile(filepath.Join(filepath.Dir(sock), "limbsd.token"))
-			if err != nil {
-				return nil, fmt.Errorf("no token: pass --token or set LIMBS_TOKEN (reading %s/limbsd.token: %v)", filepath.Dir(sock), err)
+		// The token files the daemons write: limbs serve's in its default
+		// state dir, limbsd's next to its socket.
+		path := tokenFile(defaultServeStateDir())
+		if c.sandbox == "" {
+			sock, ok := strings.CutPrefix(addr, "unix://")
+			if !ok {
+				return nil, fmt.Errorf("no token for %s: pass --token or set LIMBS_TOKEN", addr)
 			}
-			token = strings.TrimSpace(string(b))
+			path = filepath.Join(filepath.Dir(sock), "limbsd.token")
 		}
-	}
-	if token == "" {
-		return nil, fmt.Errorf("no token for %s: pass --token or set LIMBS_TOKEN (limbs serve prints its token when it starts)", addr)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("no token: pass --token or set LIMBS_TOKEN (reading %s: %v)", path, err)
+		}
+		token = strings.TrimSpace(string(b))
 	}
 	return client.New(addr, token, prefix)
 }

@@ -122,6 +122,15 @@ func TestConnectFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := "unix://" + filepath.Join(dir, "limbsd.sock")
+	if os.Geteuid() != 0 {
+		// limbs serve's default state dir follows XDG only for non-root.
+		if err := os.MkdirAll(filepath.Join(dir, "limbs", "serve"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "limbs", "serve", "token"), []byte("serve-token\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		name      string
 		env       map[string]string
@@ -134,11 +143,15 @@ func TestConnectFlags(t *testing.T) {
 		{"flag token wins", nil, []string{"--addr", sock, "--token", "flag"}, "http://limbs/v1", "flag", ""},
 		{"env", map[string]string{"LIMBS_ADDR": "127.0.0.1:9", "LIMBS_TOKEN": "env"}, nil, "http://127.0.0.1:9/v1", "env", ""},
 		{"sandbox through the control plane", map[string]string{"LIMBS_TOKEN": "t"}, []string{"--sandbox", "sb_1"}, "http://127.0.0.1:7878/v1/sandboxes/sb_1", "t", ""},
-		{"sandbox needs a token", nil, []string{"--sandbox", "sb_1"}, "", "", "pass --token"},
+		{"sandbox token from limbs serve's state dir", map[string]string{"XDG_STATE_HOME": dir}, []string{"--sandbox", "sb_1"}, "http://127.0.0.1:7878/v1/sandboxes/sb_1", "serve-token", ""},
+		{"tcp needs a token", nil, []string{"--addr", "127.0.0.1:9"}, "", "", "pass --token"},
 		{"no token file", nil, []string{"--addr", "unix:///nonexistent/limbsd.sock"}, "", "", "pass --token or set LIMBS_TOKEN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, k := range []string{"LIMBS_ADDR", "LIMBS_TOKEN", "LIMBS_SANDBOX"} {
+			if tc.env["XDG_STATE_HOME"] != "" && os.Geteuid() == 0 {
+				t.Skip("as root limbs serve's state dir is /var/lib/limbs/serve, not under XDG_STATE_HOME")
+			}
+			for _, k := range []string{"LIMBS_ADDR", "LIMBS_TOKEN", "LIMBS_SANDBOX", "XDG_STATE_HOME"} {
 				t.Setenv(k, tc.env[k])
 			}
 			fs := flag.NewFlagSet("test", flag.ContinueOnError)

@@ -68,7 +68,7 @@ flags:
 		fmt.Fprintf(os.Stderr, "limbs shell: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "attached to session %s; detach with Ctrl-]\n", cn.sessionName)
+	fmt.Fprintf(os.Stderr, "attached to session %s (press Enter for a prompt); detach with Ctrl-]\n", cn.sessionName)
 	state, err := term.MakeRaw(in)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "limbs shell: raw mode: %v\n", err)
