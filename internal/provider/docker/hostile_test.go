@@ -16,12 +16,44 @@ import (
 // Acceptance 3: hostile workloads leave the host and the provider healthy
 // and the sandbox reporting the right reason.
 
+// leaveState puts a session named "main" in a cwd with an exported variable,
+// for checkState to find again after limbsd came back.
+func leaveState(t *testing.T, b *box) {
+	t.Helper()
+	ctx := t.Context()
+	s, err := b.lc.CreateSession(ctx, wire.CreateSession{Name: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	r, err := b.lc.Exec(ctx, s.ID, wire.Exec{Command: "mkdir -p /workspace/deep && cd /workspace/deep && export KEPT=yes", Timeout: 30, YieldAfter: &zero})
+	if err != nil || exitCode(r) != 0 {
+		t.Fatalf("preparing the session: %+v, %v", r, err)
+	}
+}
+
+// checkState: the session limbsd restored from its state dir is back in
+// its cwd with its exported environment.
+func checkState(t *testing.T, b *box) {
+	t.Helper()
+	ctx := t.Context()
+	zero := 0.0
+	r, err := b.lc.Exec(ctx, "main", wire.Exec{Command: `echo "$PWD $KEPT"`, Timeout: 30, YieldAfter: &zero})
+	if err != nil {
+		t.Fatalf("session main after recovery: %v", err)
+	}
+	if got := strings.TrimSpace(r.Output); got != "/workspace/deep yes" {
+		t.Errorf("session main after recovery: %q, want its cwd and exported variable: \"/workspace/deep yes\"", got)
+	}
+}
+
 // TestKillLimbsd: kill -9 of limbsd by the agent user is reported as
-// daemon_exited, and Start brings the sandbox back.
+// daemon_exited, and Start brings the sandbox back with its sessions.
 func TestKillLimbsd(t *testing.T) {
 	p := newProvider(t)
 	ctx := t.Context()
 	b := newBox(t, p, nil)
+	leaveState(t, b)
 	evs, err := p.Events(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -43,9 +75,7 @@ func TestKillLimbsd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEvent(t, evs, b.spec.ID, EventStarted)
-	if r := b.run(t, "echo back", 30); strings.TrimSpace(r.Output) != "back" {
-		t.Errorf("after Start: %+v", r)
-	}
+	checkState(t, b)
 }
 
 // TestMemoryHog: a command that outgrows the memory limit is OOM-killed,
@@ -89,11 +119,13 @@ func TestMemoryHog(t *testing.T) {
 }
 
 // TestLimbsdOOMKilled: when the OOM killer picks limbsd itself the sandbox
-// dies with reason oom_killed (not daemon_exited), and Start brings it back.
+// dies with reason oom_killed (not daemon_exited), and Start brings it back
+// with its sessions.
 func TestLimbsdOOMKilled(t *testing.T) {
 	p := newProvider(t)
 	ctx := t.Context()
 	b := newBox(t, p, func(s *sandbox.Spec) { s.MemoryMB = 256 })
+	leaveState(t, b)
 	evs, err := p.Events(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -117,9 +149,7 @@ func TestLimbsdOOMKilled(t *testing.T) {
 	if err := p.Start(ctx, b.spec.ID); err != nil {
 		t.Fatal(err)
 	}
-	if r := b.run(t, "echo back", 30); strings.TrimSpace(r.Output) != "back" {
-		t.Errorf("after Start: %+v", r)
-	}
+	checkState(t, b)
 }
 
 // TestForkBomb: the pids limit holds a fork bomb; limbsd keeps answering
