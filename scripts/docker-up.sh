@@ -27,9 +27,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # The docker CLI on PATH may be newer than the engine Debian ships (a v28
-# client against a 20.10 engine, API 1.41). Recent CLIs negotiate, but pin the
-# engine's version when the plain call fails so that every later CLI call in
-# this script (and in callers that source the printed hint) works.
+# client against a 20.10 engine, API 1.41): CLIs negotiate the API version
+# down, so this works; an older CLI that does not can be run with
+# DOCKER_API_VERSION=1.41.
 docker_ok() { docker info >/dev/null 2>&1; }
 
 missing=()
