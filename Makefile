@@ -1,0 +1,45 @@
+# limbs: build, test, fuzz, bench. `make help` lists the targets.
+GO      ?= go
+BIN     := bin
+FUZZTIME ?= 10s
+
+.PHONY: help build test test-short fuzz bench vet lint clean
+
+help:
+	@echo "make build       bin/limbs and a static bin/limbsd"
+	@echo "make test        every test, with the race detector (Docker tests skip without an engine)"
+	@echo "make fuzz        each fuzz target for FUZZTIME ($(FUZZTIME)), corpus kept in testdata/fuzz"
+	@echo "make bench       the benchmarks against their baselines, printed as ratios"
+	@echo "make vet         gofmt, go vet and staticcheck"
+
+build:
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/limbsd ./cmd/limbsd
+	$(GO) build -o $(BIN)/limbs ./cmd/limbs
+
+test: build
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+test-short:
+	$(GO) test -race -short -count=1 ./...
+
+# Every Fuzz function of every package, one at a time (go test -fuzz takes one).
+fuzz:
+	@set -e; for f in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go')); do \
+		pkg=./$$(dirname $$f); \
+		for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
+			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+bench: build
+	$(GO) test -run '^$$' -bench RoundTrip -benchtime 500x ./internal/bench
+	$(GO) test -run '^$$' -bench Throughput -benchtime 3x ./internal/bench
+
+vet:
+	@test -z "$$(gofmt -l . | tee /dev/stderr)"
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+clean:
+	rm -rf $(BIN)
