@@ -397,7 +397,7 @@ func TestWarmPool(t *testing.T) {
 	t.Cleanup(fp.closeAll)
 	h := start(t, t.TempDir(), fp, map[string]int{"img": 2})
 	eventually(t, "pool filled", func() bool { return len(fp.ids()) == 2 })
-	eventually(t, "pool sandboxes running", func() bool { return h.srv.poolReady("img") == 2 })
+	eventually(t, "pool sandboxes running", func() bool { return h.srv.PoolReady("img") == 2 })
 	if l := h.list(t); len(l) != 0 {
 		t.Errorf("pool sandboxes are listed: %+v", l)
 	}
@@ -440,8 +440,8 @@ func TestPoolShrinksOnRestart(t *testing.T) {
 	t.Cleanup(fp.closeAll)
 	dir := t.TempDir()
 	h1 := start(t, dir, fp, map[string]int{"img": 2})
-	eventually(t, "pool filled", func() bool { return h1.srv.poolReady("img") == 2 })
+	eventually(t, "pool filled", func() bool { return h1.srv.PoolReady("img") == 2 })
 	h1.close()
 	h2 := start(t, dir, fp, map[string]int{"img": 1})
-	eventually(t, "pool shrunk", func() bool { return len(fp.ids()) == 1 && h2.srv.poolReady("img") == 1 })
+	eventually(t, "pool shrunk", func() bool { return len(fp.ids()) == 1 && h2.srv.PoolReady("img") == 1 })
 }

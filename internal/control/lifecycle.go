@@ -31,10 +31,14 @@ type entry struct {
 	// Guarded by Server.mu.
 	rec     store.Record
 	removed bool
+	// unprimed marks a new pool sandbox whose default session is still
+	// starting: it is not handed out yet.
+	unprimed bool
 
 	// Built once: the socket dir and token never change.
 	tr    *http.Transport
 	proxy *httputil.ReverseProxy
+	token string
 }
 
 func (e *entry) closeIdle() {
@@ -197,7 +201,6 @@ func (s *Server) Create(ctx context.Context, req wire.CreateSandbox) (wire.Sandb
 		return wire.Sandbox{}, err
 	}
 	if r, ok := s.pool.claim(rec); ok {
-		s.event(r.ID, "created", "", "taken from the warm pool")
 		s.log.Info("sandbox created from the warm pool", "sandbox", r.ID, "name", r.Name)
 		return toWire(r), nil
 	}

@@ -101,9 +101,15 @@ func newPlane(t *testing.T, dir, isolation string, pool map[string]int) *plane {
 	return p
 }
 
-// close ends the control plane without removing sandboxes, as a crash would.
+// close ends the control plane without removing sandboxes, as a crash
+// would; only warm pool sandboxes, which no test owns, are removed.
 func (p *plane) close() {
 	if p.ts != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := p.srv.DrainPool(ctx); err != nil {
+			panic("draining the warm pool: " + err.Error())
+		}
 		p.ts.Close()
 		p.srv.Close()
 		p.ts = nil

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -45,14 +46,17 @@ func (p *pool) refill() {
 // when a sandbox is created.
 func (p *pool) claim(rec store.Record) (store.Record, bool) {
 	s := p.s
-	if p.want[rec.Image] == 0 || rec.Provider != s.opts.DefaultProvider ||
-		rec.Limits != (wire.Limits{Network: "none"}) || len(rec.Env) > 0 || rec.Workspace != "" {
+	if rec.Provider != s.opts.DefaultProvider || rec.Limits != (wire.Limits{Network: "none"}) ||
+		len(rec.Env) > 0 || rec.Workspace != "" {
 		return store.Record{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p.want[rec.Image] == 0 {
+		return store.Record{}, false
+	}
 	for _, e := range s.sandboxes {
-		if e.rec.Pool == rec.Image && e.rec.Status == wire.SandboxRunning && !e.removed {
+		if e.rec.Pool == rec.Image && e.rec.Status == wire.SandboxRunning && !e.removed && !e.unprimed {
 			for _, o := range s.sandboxes {
 				if o.rec.Pool == "" && (o.rec.Name == rec.Name || o.rec.ID == rec.Name) {
 					return store.Record{}, false // let the normal path report the conflict
@@ -67,7 +71,8 @@ func (p *pool) claim(rec store.Record) (store.Record, bool) {
 			}
 			r.CreatedAt = rec.CreatedAt
 			r.UpdatedAt = rec.CreatedAt
-			if err := s.db.Put(r); err != nil {
+			ev := store.Event{Time: r.CreatedAt, Kind: "created", Message: "taken from the warm pool"}
+			if err := s.db.Put(r, ev); err != nil {
 				s.log.Warn("claiming a pool sandbox", "sandbox", r.ID, "err", err)
 				return store.Record{}, false
 			}
@@ -127,6 +132,9 @@ func (p *pool) next() (string, *entry) {
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p.want == nil {
+		return "", nil // drained
+	}
 	have := map[string][]*entry{}
 	for _, e := range s.sandboxes {
 		if e.rec.Pool != "" {
@@ -162,17 +170,55 @@ func (p *pool) add(ctx context.Context, image string) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.s.provision(ctx, e)
-	return err
+	p.s.mu.Lock()
+	e.unprimed = true
+	p.s.mu.Unlock()
+	if _, err = p.s.provision(ctx, e); err != nil {
+		return err
+	}
+	// The first session of a fresh sandbox is its slowest step (the shell
+	// starts from cold caches): start the one clients use by default now.
+	if err := e.startSession(ctx, defaultSession); err != nil {
+		p.s.log.Warn("starting the default session of a pool sandbox", "sandbox", rec.ID, "err", err)
+	}
+	p.s.mu.Lock()
+	e.unprimed = false
+	p.s.mu.Unlock()
+	return nil
 }
 
-// poolReady counts the pool sandboxes of image ready to be claimed.
-func (s *Server) poolReady(image string) int {
+// defaultSession is the session the CLI uses when none is named.
+const defaultSession = "main"
+
+// DrainPool stops filling the warm pool and removes its unclaimed
+// sandboxes. Without it, pool sandboxes outlive the Server like any other
+// and the next one on the same state dir re-adopts them.
+func (s *Server) DrainPool(ctx context.Context) error {
+	s.mu.Lock()
+	s.pool.want = nil
+	var members []*entry
+	for _, e := range s.sandboxes {
+		if e.rec.Pool != "" {
+			members = append(members, e)
+		}
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, e := range members {
+		if err := s.Remove(ctx, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PoolReady counts the pool sandboxes of image ready to be claimed.
+func (s *Server) PoolReady(image string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, e := range s.sandboxes {
-		if e.rec.Pool == image && e.rec.Status == wire.SandboxRunning {
+		if e.rec.Pool == image && e.rec.Status == wire.SandboxRunning && !e.unprimed {
 			n++
 		}
 	}

@@ -1,7 +1,10 @@
 package control
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"fmt"
 	"net"
 	"net/http"
@@ -29,7 +32,7 @@ func (s *Server) newEntry(rec store.Record) *entry {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	e := &entry{rec: rec, tr: tr}
+	e := &entry{rec: rec, tr: tr, token: rec.Token}
 	auth := "Bearer " + rec.Token
 	e.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -133,6 +136,29 @@ func (e *entry) healthy(ctx context.Context) error {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("health answered %s", resp.Status)
+	}
+	return nil
+}
+
+// startSession creates a session in the sandbox's limbsd.
+func (e *entry) startSession(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(wire.CreateSession{Name: name})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://limbsd/v1/sessions", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return wire.ErrorFromBody(resp.StatusCode, b)
 	}
 	return nil
 }

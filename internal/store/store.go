@@ -137,14 +137,23 @@ func (d *DB) Close() error { return d.db.Close() }
 // Instance is this control plane's id, stable across restarts.
 func (d *DB) Instance() string { return d.instance }
 
-// Put stores r, replacing any record with the same id.
-func (d *DB) Put(r Record) error {
+// Put stores r, replacing any record with the same id, and appends evs to
+// its event log in the same transaction (one disk sync for both).
+func (d *DB) Put(r Record, evs ...Event) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	return d.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSandboxes).Put([]byte(r.ID), b)
+		if err := tx.Bucket(bucketSandboxes).Put([]byte(r.ID), b); err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if _, err := appendEvent(tx, r.ID, e); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -196,22 +205,28 @@ func (d *DB) Delete(id string) error {
 // AppendEvent adds e to the log of sandbox id, assigning its sequence number.
 func (d *DB) AppendEvent(id string, e Event) (Event, error) {
 	err := d.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists([]byte(id))
-		if err != nil {
-			return err
-		}
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		e.Seq = seq
-		v, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		return b.Put(seqKey(seq), v)
+		var err error
+		e, err = appendEvent(tx, id, e)
+		return err
 	})
 	return e, err
+}
+
+func appendEvent(tx *bolt.Tx, id string, e Event) (Event, error) {
+	b, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists([]byte(id))
+	if err != nil {
+		return e, err
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return e, err
+	}
+	e.Seq = seq
+	v, err := json.Marshal(e)
+	if err != nil {
+		return e, err
+	}
+	return e, b.Put(seqKey(seq), v)
 }
 
 // Events returns the events of sandbox id with Seq >= from, in order.
