@@ -2,10 +2,13 @@ package control_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/provider/docker"
+	"github.com/limbs-dev/limbs/internal/provider/local"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -187,4 +191,40 @@ func (d durations) report(b *testing.B) {
 	b.ReportMetric(ms(s[len(s)/2]), "p50-ms")
 	b.ReportMetric(ms(s[len(s)*9/10]), "p90-ms")
 	b.Logf("%s: n=%d p50=%s p90=%s", b.Name(), len(s), fmt.Sprint(s[len(s)/2]), fmt.Sprint(s[len(s)*9/10]))
+}
+
+// BenchmarkLocalRoundTrip compares one `true` on a warm session of a local
+// sandbox straight through its limbsd socket and through limbs serve, in one
+// run: the difference is what the control plane's forwarding costs.
+//
+//	go test -run '^$' -bench LocalRoundTrip ./internal/control/
+func BenchmarkLocalRoundTrip(b *testing.B) {
+	dir := stateDir(b)
+	removeAll(b, dir)
+	p := newPlane(b, dir, local.IsolateAuto, nil)
+	var sb wire.Sandbox
+	if err := p.c.JSON(context.Background(), http.MethodPost, "/sandboxes", wire.CreateSandbox{}, &sb); err != nil {
+		b.Fatal(err)
+	}
+	via := p.sandboxClient(b, sb.ID)
+	s, err := via.CreateSession(context.Background(), wire.CreateSession{Name: "main"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "sandbox.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var meta struct {
+		Spec struct{ Token, SocketDir string }
+	}
+	if err := json.Unmarshal(tok, &meta); err != nil {
+		b.Fatal(err)
+	}
+	direct, err := client.New("unix://"+filepath.Join(meta.Spec.SocketDir, "limbsd.sock"), meta.Spec.Token, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("direct", func(b *testing.B) { roundTrip(b, direct, s.ID) })
+	b.Run("via-serve", func(b *testing.B) { roundTrip(b, via, s.ID) })
 }

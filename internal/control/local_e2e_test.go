@@ -75,7 +75,7 @@ func stateDir(t testing.TB) string {
 	return dir
 }
 
-func newPlane(t *testing.T, dir, isolation string, pool map[string]int) *plane {
+func newPlane(t testing.TB, dir, isolation string, pool map[string]int) *plane {
 	t.Helper()
 	lp, err := local.New(local.Options{Root: filepath.Join(dir, "sandboxes"), Isolation: isolation, Hide: []string{dir}})
 	if err != nil {
@@ -118,7 +118,7 @@ func (p *plane) close() {
 
 // removeAll removes every sandbox this test made, however it ended, so that
 // no process is left behind.
-func removeAll(t *testing.T, dir string) {
+func removeAll(t testing.TB, dir string) {
 	t.Cleanup(func() {
 		lp, err := local.New(local.Options{Root: filepath.Join(dir, "sandboxes"), Isolation: local.IsolateNone})
 		if err != nil {
