@@ -173,6 +173,10 @@ func TestValidate(t *testing.T) {
 // which is all checkStatic reads.
 func minimalStaticELF(t *testing.T) []byte {
 	t.Helper()
+	return staticELFHeader()
+}
+
+func staticELFHeader() []byte {
 	b := make([]byte, 64)
 	copy(b, "\x7fELF")
 	b[4], b[5], b[6] = 2, 1, 1 // 64-bit, little endian, version 1
