@@ -117,7 +117,6 @@ func (s *Server) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandb
 
 // watch turns provider events into recoveries.
 func (s *Server) watch(ctx context.Context, p Provider, evs <-chan sandbox.Event) {
-	oom := map[string]bool{}
 	for {
 		var ev sandbox.Event
 		var ok bool
@@ -137,14 +136,11 @@ func (s *Server) watch(ctx context.Context, p Provider, evs <-chan sandbox.Event
 		}
 		switch ev.Kind {
 		case "oom":
-			// Docker reports the OOM kill before the death it causes.
-			oom[ev.ID] = true
+			// A process was killed for memory; the sandbox may live on.
+			// The provider folds it into the reason of a death it causes.
+			s.event(ev.ID, "oom", "oom_killed", "a process in the sandbox was killed: out of memory")
 		case "died":
 			reason := ev.Reason
-			if oom[ev.ID] && (reason == "" || reason == "exited" || reason == "killed") {
-				reason = "oom_killed"
-			}
-			delete(oom, ev.ID)
 			if reason == "" {
 				reason = "exited"
 			}
@@ -163,45 +159,25 @@ func (s *Server) goRecover(ctx context.Context, e *entry, reason string) {
 
 // recover brings back a sandbox that stopped on its own. limbsd restores its
 // sessions (cwd and exported environment) from its state dir when it starts
-// again; the sandbox's status says what happened meanwhile.
+// again; the sandbox's status says what happened meanwhile. The lifecycle
+// lock is held per attempt, not across the backoff, so that a stop or a
+// remove meanwhile wins.
 func (s *Server) recover(ctx context.Context, e *entry, reason string) {
-	e.op.Lock()
-	defer e.op.Unlock()
-	rec := s.record(e)
-	if rec.Desired != desireRunning || rec.Status == wire.SandboxCreating {
-		return // stopped on purpose, or a create still owns it
-	}
-	p, err := s.provider(rec.Provider)
-	if err != nil {
-		return
-	}
 	when := time.Now().UTC().Format(time.RFC3339)
-	rec, err = s.update(e, func(r *store.Record) {
-		r.Status = wire.SandboxFailed
-		r.Reason = reason
-		r.Message = fmt.Sprintf("recovering after %s at %s; retry in a few seconds", reason, when)
-	})
-	if err != nil {
-		return
-	}
-	e.closeIdle()
-	s.event(rec.ID, "died", reason, "")
-	s.log.Warn("sandbox stopped on its own; bringing it back", "sandbox", rec.ID, "reason", reason)
-
 	backoff := recoverBackoff
 	for attempt := 1; ; attempt++ {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		err = p.Start(sctx, rec.ID)
-		cancel()
-		if err == nil {
-			break
+		done, err := s.recoverAttempt(ctx, e, reason, when, attempt)
+		if done {
+			return
 		}
-		s.log.Warn("restarting a sandbox failed", "sandbox", rec.ID, "attempt", attempt, "err", err)
+		s.log.Warn("restarting a sandbox failed", "sandbox", s.record(e).ID, "attempt", attempt, "err", err)
 		if attempt == recoverAttempts || ctx.Err() != nil {
-			_, _ = s.update(e, func(r *store.Record) {
+			rec, uerr := s.update(e, func(r *store.Record) {
 				r.Message = fmt.Sprintf("stopped (%s) at %s and could not be restarted: %v; try `limbs sandbox start %s` or remove it", reason, when, err, r.ID)
 			})
-			s.event(rec.ID, "recovery_failed", reason, err.Error())
+			if uerr == nil {
+				s.event(rec.ID, "recovery_failed", reason, err.Error())
+			}
 			return
 		}
 		select {
@@ -210,12 +186,48 @@ func (s *Server) recover(ctx context.Context, e *entry, reason string) {
 		}
 		backoff *= 2
 	}
+}
+
+// recoverAttempt makes one attempt; done is true when there is nothing more
+// to do (recovered, or no longer wanted).
+func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when string, attempt int) (done bool, err error) {
+	e.op.Lock()
+	defer e.op.Unlock()
+	rec := s.record(e)
+	if rec.Desired != desireRunning || rec.Status == wire.SandboxCreating {
+		return true, nil // stopped on purpose, or a create still owns it
+	}
+	p, err := s.provider(rec.Provider)
+	if err != nil {
+		return true, nil
+	}
+	if attempt == 1 {
+		if rec, err = s.update(e, func(r *store.Record) {
+			r.Status = wire.SandboxFailed
+			r.Reason = reason
+			r.Message = fmt.Sprintf("recovering after %s at %s; retry in a few seconds", reason, when)
+		}); err != nil {
+			return true, nil // removed meanwhile
+		}
+		e.closeIdle()
+		s.event(rec.ID, "died", reason, "")
+		s.log.Warn("sandbox stopped on its own; bringing it back", "sandbox", rec.ID, "reason", reason)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = p.Start(sctx, rec.ID)
+	cancel()
+	if err != nil {
+		return false, err
+	}
 	msg := fmt.Sprintf("recovered after %s at %s", reason, when)
-	_, _ = s.update(e, func(r *store.Record) {
+	if _, err := s.update(e, func(r *store.Record) {
 		r.Status = wire.SandboxRunning
 		r.Reason = reason
 		r.Message = msg
-	})
+	}); err != nil {
+		return true, nil
+	}
 	s.event(rec.ID, "recovered", reason, msg)
 	s.log.Info("sandbox recovered", "sandbox", rec.ID, "reason", reason)
+	return true, nil
 }
