@@ -234,13 +234,21 @@ func TestCreateErrors(t *testing.T) {
 		{"host network", func(s *sandbox.Spec) { s.Network = "host" }, wire.ErrBadRequest},
 		{"docker socket as workspace", func(s *sandbox.Spec) { s.Workspace = "/run" }, wire.ErrBadRequest},
 		{"same id twice", nil, wire.ErrConflict},
+		{"foreign volume of the same name", func(s *sandbox.Spec) {}, wire.ErrConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
 			spec := newSpec(t, p, tt.edit)
-			if tt.edit == nil {
+			switch tt.name {
+			case "same id twice":
 				if _, err := p.Create(ctx, spec); err != nil {
+					t.Fatal(err)
+				}
+			case "foreign volume of the same name":
+				// Not labelled as limbs': Remove must not take it, the
+				// test's cleanup (by name) does.
+				if _, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volumeName(spec.ID)}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -248,7 +256,23 @@ func TestCreateErrors(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Create = %v, want %v", err, tt.want)
 			}
-			if tt.edit == nil {
+			switch tt.name {
+			case "same id twice":
+				// The first sandbox is untouched.
+				if inst, err := p.Inspect(ctx, spec.ID); err != nil || !inst.State.Running {
+					t.Errorf("first sandbox after the second Create: %+v, %v", inst.State, err)
+				}
+				if _, err := limbsdClient(t, spec).Health(ctx); err != nil {
+					t.Errorf("first sandbox's limbsd after the second Create: %v", err)
+				}
+				if _, err := p.cli.VolumeInspect(ctx, volumeName(spec.ID), client.VolumeInspectOptions{}); err != nil {
+					t.Errorf("first sandbox's volume after the second Create: %v", err)
+				}
+				return
+			case "foreign volume of the same name":
+				if _, err := p.cli.VolumeInspect(ctx, volumeName(spec.ID), client.VolumeInspectOptions{}); err != nil {
+					t.Errorf("the foreign volume was removed: %v", err)
+				}
 				return
 			}
 			// Nothing is left behind by a failed Create.

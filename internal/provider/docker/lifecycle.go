@@ -29,6 +29,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 		return sandbox.Instance{}, err
 	}
 	log := p.log.With("sandbox", spec.ID)
+	// A second Create of the same id must not reach the cleanup below,
+	// which would take the first one's volume.
+	if _, err := p.cli.ContainerInspect(ctx, containerName(spec.ID), client.ContainerInspectOptions{}); err == nil {
+		return sandbox.Instance{}, fmt.Errorf("sandbox %q: container %s already exists; remove the sandbox first or use another id: %w", spec.ID, containerName(spec.ID), wire.ErrConflict)
+	}
 	if err := prepareSocketDir(spec.SocketDir, spec.User); err != nil {
 		return sandbox.Instance{}, fmt.Errorf("sandbox %q: %w", spec.ID, err)
 	}
@@ -55,6 +60,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 		})
 		if err != nil {
 			return fail(engineErr(fmt.Sprintf("sandbox %q: creating workspace volume %s", spec.ID, name), err))
+		}
+		// The engine hands back an existing volume of that name: only one a
+		// failed Create of this sandbox left may be reused.
+		if l := vol.Volume.Labels; l[sandbox.LabelManaged] != "true" || l[sandbox.LabelSandbox] != spec.ID {
+			return fail(fmt.Errorf("sandbox %q: a volume named %s exists and is not this sandbox's; remove it or use another id: %w", spec.ID, name, wire.ErrConflict))
 		}
 		cleanups = append(cleanups, func() { p.removeVolume(context.WithoutCancel(ctx), name, spec.ID) })
 		noCopy = giveVolume(vol.Volume.Mountpoint, spec.User)
