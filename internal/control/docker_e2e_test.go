@@ -203,3 +203,52 @@ func TestDockerConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A Docker sandbox whose container is killed from outside is brought back
+// by limbs serve, with its session's cwd and exported environment, and says
+// what happened in its status.
+func TestDockerRecovery(t *testing.T) {
+	dp := dockerOrSkip(t)
+	dir := stateDir(t)
+	var instance string
+	cleanDocker(t, &instance)
+	p := newDockerPlane(t, dir, dp, nil)
+	instance = p.srv.Instance()
+	ctx := context.Background()
+	sb := p.create(t, wire.CreateSandbox{})
+	c := p.sandboxClient(t, sb.ID)
+	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, c, "main", "mkdir -p /workspace/deep && cd /workspace/deep && export KEPT=yes")
+	// limbsd saves the cwd just after answering: wait for it (see
+	// TestLocalDaemonDeathRecovered).
+	eventually(t, "session cwd saved", func() bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "sandboxes", sb.ID, "run", "state", "sessions", "*", "session.json"))
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); strings.Contains(string(b), "/workspace/deep\"") {
+				return true
+			}
+		}
+		return false
+	})
+	out, err := exec.Command("docker", "kill", "--signal", "KILL", "limbs-"+sb.ID).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker kill: %v: %s", err, out)
+	}
+	eventually(t, "sandbox recovered", func() bool {
+		got := p.get(t, sb.ID)
+		return got.Status == wire.SandboxRunning && got.Reason != ""
+	})
+	got := p.get(t, sb.ID)
+	if !strings.HasPrefix(got.Message, "recovered after "+got.Reason+" at ") {
+		t.Errorf("after recovery: reason %q message %q", got.Reason, got.Message)
+	}
+	r := exec1(t, c, "main", "echo $KEPT; pwd")
+	if r.Output != "yes\n/workspace/deep\n" {
+		t.Errorf("after recovery the session shows %q, want KEPT=yes and cwd /workspace/deep", r.Output)
+	}
+	if err := p.c.JSON(ctx, http.MethodDelete, "/sandboxes/"+sb.ID, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
