@@ -158,7 +158,9 @@ func testState(t *testing.T, c *client.Client) {
 	t.Run("BackgroundJob", func(t *testing.T) {
 		t.Parallel()
 		id := newSession(t, c)
-		r := run(t, c, id, "(sleep 0.3; echo late) &")
+		// The job outlives its command by far, so that its late line cannot
+		// land inside the next command's output even on a loaded machine.
+		r := run(t, c, id, "(sleep 2; echo late) &")
 		wantExit(t, r, 0)
 		wantOutput(t, c, id, "echo next", "next\n")
 	})

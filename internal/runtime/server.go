@@ -4,7 +4,8 @@
 //
 // It must never decide anything about commands or terminals itself (that is
 // package shell), never let a client's disconnect kill a command, and never
-// map an error to an HTTP status anywhere but through wire.WriteError.
+// map an error to an HTTP status anywhere but through wire.WriteError (the
+// one exception: 405, which no sentinel error stands for).
 package runtime
 
 import (
