@@ -125,6 +125,11 @@ func (s *Server) writeFile(p string, body io.Reader, mode os.FileMode, haveMode 
 	if err != nil {
 		return "", err
 	}
+	// Refuse before streaming what could be gigabytes into a temp file;
+	// commit checks again under the lock.
+	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
+		return "", fmt.Errorf("%s is a directory; a file cannot replace it: %w", target, wire.ErrBadRequest)
+	}
 	dir := filepath.Dir(target)
 	if err := mkdirAllOwned(dir); err != nil {
 		return "", err

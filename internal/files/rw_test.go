@@ -375,3 +375,25 @@ func TestMethodsAndRoutes(t *testing.T) {
 		})
 	}
 }
+
+func TestReadRangeAndWriteOverDirectory(t *testing.T) {
+	f := newFixture(t)
+	f.write(t, "r.txt", "0123456789")
+	req, _ := http.NewRequest(http.MethodGet, f.http.URL+"/v1/files?path=r.txt", nil)
+	req.Header.Set("Range", "bytes=2-4")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent || string(b) != "234" {
+		t.Errorf("range read: %d %q, want 206 \"234\"", resp.StatusCode, b)
+	}
+	if err := os.Mkdir(f.path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.WriteFile(context.Background(), "d", strings.NewReader("x"), 0, ""); !errors.Is(err, wire.ErrBadRequest) {
+		t.Errorf("writing over a directory: %v, want bad request", err)
+	}
+}
