@@ -39,6 +39,9 @@ const maxScanned = 100000
 // call, so this only matters when a read buffer split them.
 const moveWait = 50 * time.Millisecond
 
+// keepAlive is how long an idle stream waits before sending a comment.
+const keepAlive = 25 * time.Second
+
 // serveWatch streams events under a directory as Server-Sent Events: one
 // `data: {json}` message per wire.WatchEvent. It uses inotify directly
 // (limbsd takes no dependency beyond x/sys) with one watch per directory,
@@ -101,19 +104,25 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) error {
 	}()
 
 	buf := make([]byte, 64<<10)
+	_ = f.SetReadDeadline(time.Now().Add(keepAlive))
 	for !wt.done {
 		n, err := f.Read(buf)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && wt.pending != nil:
 			wt.flushMove()
-		} else if err != nil {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// An SSE comment: keeps proxies from closing an idle stream
+			// and finds clients that vanished without closing.
+			wt.out.WriteString(": keep-alive\n\n")
+		case err != nil:
 			return errResponded // closed: the client went away
-		} else {
+		default:
 			wt.parse(buf[:n])
 		}
 		if wt.pending != nil {
 			_ = f.SetReadDeadline(time.Now().Add(moveWait))
 		} else {
-			_ = f.SetReadDeadline(time.Time{})
+			_ = f.SetReadDeadline(time.Now().Add(keepAlive))
 		}
 		if out := wt.flush(); len(out) > 0 {
 			if _, err := w.Write(out); err != nil {
