@@ -53,6 +53,8 @@ func main() {
 	if os.Getpid() == 1 && os.Getenv(childEnv) == "" {
 		os.Exit(runInit())
 	}
+	// Every shell inherits this environment: the marker means nothing to it.
+	os.Unsetenv(childEnv)
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -91,6 +93,9 @@ func run(args []string) int {
 	if cfg.token == "" {
 		cfg.token = os.Getenv("LIMBS_TOKEN")
 	}
+	// The shells inherit the daemon's environment; the commands an agent
+	// runs have no business holding the key to the daemon.
+	os.Unsetenv("LIMBS_TOKEN")
 	if err := serve(cfg, log); err != nil {
 		log.Error("limbsd stopped", "err", err)
 		return exitError

@@ -85,6 +85,11 @@ func limbsdBinary(t *testing.T) string {
 // startDaemon runs limbsd on a Unix socket in a fresh temp directory and
 // stops it by PID when the test ends.
 func startDaemon(t *testing.T, extra ...string) *daemon {
+	return startDaemonEnv(t, "", extra...)
+}
+
+// startDaemonEnv is startDaemon with LIMBS_TOKEN set to token.
+func startDaemonEnv(t *testing.T, token string, extra ...string) *daemon {
 	t.Helper()
 	bin := limbsdBinary(t)
 	// Short path: a Unix socket path has ~108 bytes.
@@ -100,7 +105,7 @@ func startDaemon(t *testing.T, extra ...string) *daemon {
 	}, extra...)
 	d := &daemon{cmd: exec.Command(bin, args...), dir: dir, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	d.cmd.Stderr = d.stderr
-	d.cmd.Env = append(os.Environ(), "LIMBS_TOKEN=")
+	d.cmd.Env = append(os.Environ(), "LIMBS_TOKEN="+token)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("starting limbsd: %v", err)
 	}
@@ -208,5 +213,22 @@ func TestLimbsdStopsCleanly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.dir, "limbsd.sock")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket file still there after a clean stop: %v", err)
+	}
+}
+
+func TestLimbsdTokenFromEnvDoesNotLeakIntoShells(t *testing.T) {
+	d := startDaemonEnv(t, testToken)
+	c := d.client(t, testToken)
+	s, err := c.CreateSession(t.Context(), wire.CreateSession{Name: "env"})
+	if err != nil {
+		t.Fatalf("create with the token from LIMBS_TOKEN: %v", err)
+	}
+	y := 20.0
+	r, err := c.Exec(t.Context(), s.ID, wire.Exec{Command: `echo "${LIMBS_TOKEN:-unset} ${LIMBSD_INIT_CHILD:-unset}"`, YieldAfter: &y})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Output != "unset unset\n" {
+		t.Errorf("a session sees %q, want the daemon's token and markers unset", r.Output)
 	}
 }
