@@ -42,6 +42,11 @@ func (s *Server) serveGetArchive(w http.ResponseWriter, r *http.Request) error {
 // root. Symlinks are stored as symlinks, never followed; sockets, fifos and
 // devices are left out. The CLI uses it too, to upload a directory.
 func WriteTar(w io.Writer, root string) error {
+	// root itself is followed when it is a symlink (the caller named it);
+	// WalkDir would not descend into it.
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		root = real
+	}
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {

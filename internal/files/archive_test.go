@@ -120,6 +120,22 @@ func TestArchiveRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(snapshot(t, f.path("src")), snapshot(t, f.path("copy"))); diff != "" {
 		t.Errorf("extracted copy differs from the source (-src +copy):\n%s", diff)
 	}
+	// A named symlink to the directory is followed.
+	if err := os.Symlink("src", f.path("src-link")); err != nil {
+		t.Fatal(err)
+	}
+	rc, err = f.c.GetArchive(ctx, "src-link")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.c.PutArchive(ctx, "copy2", rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(snapshot(t, f.path("src")), snapshot(t, f.path("copy2"))); diff != "" {
+		t.Errorf("archive of a symlink to the directory differs (-src +copy):\n%s", diff)
+	}
 	if _, err := f.c.GetArchive(ctx, "src/a.txt"); !errors.Is(err, wire.ErrBadRequest) {
 		t.Errorf("archive of a file: %v, want bad request", err)
 	}

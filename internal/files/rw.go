@@ -362,15 +362,17 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request) error {
 }
 
 // list returns what is under p, depth levels deep, sorted by path; for a
-// file (or a symlink) it returns that entry alone. Symlinks are reported as
-// symlinks and never descended into.
+// file (or a symlink to one) it returns that entry alone. p itself is
+// followed when it is a symlink to a directory, since the caller named it;
+// symlinks under it are reported as symlinks and never descended into.
 func list(p string, depth int) ([]wire.FileEntry, error) {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return nil, statErr(p, err)
-	}
-	if !fi.IsDir() {
-		return []wire.FileEntry{entryOf(p, fi)}, nil
+	fi, err := os.Stat(p)
+	if err != nil || !fi.IsDir() {
+		li, lerr := os.Lstat(p)
+		if lerr != nil {
+			return nil, statErr(p, lerr)
+		}
+		return []wire.FileEntry{entryOf(p, li)}, nil
 	}
 	entries := []wire.FileEntry{}
 	var walk func(dir string, level int) error

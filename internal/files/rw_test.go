@@ -251,6 +251,9 @@ func TestList(t *testing.T) {
 	if err := os.Chmod(f.path("a.txt"), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink("d", f.path("d-link")); err != nil {
+		t.Fatal(err)
+	}
 	type row struct{ Path, Type, Mode, Target string }
 	rows := func(es []wire.FileEntry) []row {
 		var out []row
@@ -264,11 +267,13 @@ func TestList(t *testing.T) {
 		depth int
 		want  []row
 	}{
-		{".", 1, []row{{"/a.txt", "file", "0640", ""}, {"/d", "dir", "0755", ""}, {"/etc-link", "symlink", "0777", "/etc"}}},
-		{".", 3, []row{{"/a.txt", "file", "0640", ""}, {"/d", "dir", "0755", ""}, {"/d/b.txt", "file", "0644", ""},
+		{".", 1, []row{{"/a.txt", "file", "0640", ""}, {"/d", "dir", "0755", ""}, {"/d-link", "symlink", "0777", "d"}, {"/etc-link", "symlink", "0777", "/etc"}}},
+		{".", 3, []row{{"/a.txt", "file", "0640", ""}, {"/d", "dir", "0755", ""}, {"/d-link", "symlink", "0777", "d"}, {"/d/b.txt", "file", "0644", ""},
 			{"/d/e", "dir", "0755", ""}, {"/d/e/c.txt", "file", "0644", ""}, {"/etc-link", "symlink", "0777", "/etc"}}},
 		{"a.txt", 1, []row{{"/a.txt", "file", "0640", ""}}},
-		{"etc-link", 2, []row{{"/etc-link", "symlink", "0777", "/etc"}}},
+		// A named symlink to a directory is followed; the names stay the
+		// caller's.
+		{"d-link", 1, []row{{"/d-link/b.txt", "file", "0644", ""}, {"/d-link/e", "dir", "0755", ""}}},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s/depth%d", tc.path, tc.depth), func(t *testing.T) {
