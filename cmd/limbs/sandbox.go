@@ -268,9 +268,23 @@ func writeTable(w io.Writer, sbs []wire.Sandbox, now time.Time) error {
 			reason = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", sb.ID, sb.Name, sb.Provider, sb.Image, sb.Status,
-			now.Sub(sb.CreatedAt).Round(time.Second), reason)
+			age(now.Sub(sb.CreatedAt)), reason)
 	}
 	return tw.Flush()
+}
+
+// age is a duration the way a listing shows it: its largest unit.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
 }
 
 func sandboxInspect(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string) error {
