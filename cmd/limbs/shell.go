@@ -74,7 +74,7 @@ flags:
 		fmt.Fprintf(os.Stderr, "limbs shell: raw mode: %v\n", err)
 		return 1
 	}
-	err = attachTerminal(ctx, cl, id, *from)
+	err = attachTerminal(ctx, cl, id, *from, os.Stdin, os.Stdout, func() (int, int, error) { return term.GetSize(os.Stdout.Fd()) })
 	_ = term.Restore(in, state)
 	switch {
 	case errors.Is(err, errDetached):
@@ -95,10 +95,10 @@ var errDetached = errors.New("detached")
 // user detaches (errDetached), the session ends (nil) or something fails.
 // A terminal that falls behind the daemon's buffer reconnects from where it
 // was, losing nothing.
-func attachTerminal(ctx context.Context, cl *client.Client, id string, from int64) error {
+func attachTerminal(ctx context.Context, cl *client.Client, id string, from int64, in io.Reader, out io.Writer, size func() (int, int, error)) error {
 	input := make(chan []byte)
 	inErr := make(chan error, 1)
-	go readKeys(os.Stdin, input, inErr)
+	go readKeys(in, input, inErr)
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
@@ -107,8 +107,8 @@ func attachTerminal(ctx context.Context, cl *client.Client, id string, from int6
 		if err != nil {
 			return err
 		}
-		resize(ctx, a)
-		err = relay(ctx, a, input, inErr, winch)
+		resize(ctx, a, size)
+		err = relay(ctx, a, out, input, inErr, winch, size)
 		var fb *client.FellBehindError
 		if errors.As(err, &fb) {
 			a.Close()
@@ -124,10 +124,10 @@ func attachTerminal(ctx context.Context, cl *client.Client, id string, from int6
 }
 
 // relay runs one attachment.
-func relay(ctx context.Context, a *client.Attachment, input <-chan []byte, inErr <-chan error, winch <-chan os.Signal) error {
+func relay(ctx context.Context, a *client.Attachment, out io.Writer, input <-chan []byte, inErr <-chan error, winch <-chan os.Signal, size func() (int, int, error)) error {
 	outErr := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(os.Stdout, a)
+		_, err := io.Copy(out, a)
 		if err == nil {
 			err = io.EOF
 		}
@@ -150,15 +150,15 @@ func relay(ctx context.Context, a *client.Attachment, input <-chan []byte, inErr
 		case err := <-inErr:
 			return fmt.Errorf("reading the terminal: %w", err)
 		case <-winch:
-			resize(ctx, a)
+			resize(ctx, a, size)
 		case <-ctx.Done():
 			return errDetached
 		}
 	}
 }
 
-func resize(ctx context.Context, a *client.Attachment) {
-	if cols, rows, err := term.GetSize(os.Stdout.Fd()); err == nil && cols > 0 && rows > 0 {
+func resize(ctx context.Context, a *client.Attachment, size func() (int, int, error)) {
+	if cols, rows, err := size(); err == nil && cols > 0 && rows > 0 {
 		_ = a.Resize(ctx, cols, rows)
 	}
 }
