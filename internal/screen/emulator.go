@@ -21,6 +21,7 @@ import (
 type Emulator struct {
 	mu     sync.Mutex
 	term   *vt.Emulator
+	hold   *holder // nil: every write goes straight to term (tests)
 	title  string
 	closed bool
 
@@ -49,6 +50,7 @@ func NewEmulator(cols, rows int) *Emulator {
 	// writer to close it directly: vt.Emulator.Close flips a flag that its
 	// Read checks without a lock, a data race with the drain goroutine.
 	e.replies, _ = e.term.InputPipe().(*io.PipeWriter)
+	e.hold = newHolder(max(rows, 1), func(p []byte) { _, _ = e.term.Write(p) })
 	go e.drain()
 	return e
 }
@@ -74,7 +76,11 @@ func (e *Emulator) Write(p []byte) {
 	if e.closed {
 		return
 	}
-	_, _ = e.term.Write(p)
+	if e.hold == nil {
+		_, _ = e.term.Write(p)
+		return
+	}
+	e.hold.write(p)
 }
 
 // Resize changes the screen size (each at least 1), as the terminal of the
@@ -84,6 +90,10 @@ func (e *Emulator) Resize(cols, rows int) {
 	defer e.mu.Unlock()
 	if e.closed {
 		return
+	}
+	if e.hold != nil {
+		e.hold.spill() // what came before the resize is laid out at the old size
+		e.hold.setRows(max(rows, 1))
 	}
 	e.term.Resize(max(cols, 1), max(rows, 1))
 }
@@ -95,6 +105,9 @@ func (e *Emulator) Resize(cols, rows int) {
 func (e *Emulator) Snapshot() wire.Screen {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.hold != nil && !e.closed {
+		e.hold.flush()
+	}
 	cols, rows := e.term.Width(), e.term.Height()
 	s := wire.Screen{
 		Cols:      cols,
@@ -129,15 +142,17 @@ func (e *Emulator) Snapshot() wire.Screen {
 // Close stops the reply drain. The Emulator ignores writes after Close;
 // Snapshot still answers with the last screen.
 func (e *Emulator) Close() {
-	if e.replies != nil {
-		// Unblocks a reply write in progress, then ends drain.
-		_ = e.replies.CloseWithError(io.EOF)
-	}
 	e.mu.Lock()
+	if !e.closed && e.hold != nil {
+		e.hold.spill() // held text is part of the last screen
+	}
 	if e.replies == nil && !e.closed {
 		_ = e.term.Close() // ends drain too, through the flag
 	}
 	e.closed = true
 	e.mu.Unlock()
+	if e.replies != nil {
+		_ = e.replies.CloseWithError(io.EOF)
+	}
 	<-e.drained
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -335,7 +337,13 @@ func FuzzEmulator(f *testing.F) {
 		e := NewEmulator(c, r)
 		defer e.Close()
 		writeOrHang(t, e, raw)
+		o := newDirectEmulator(c, r)
+		defer o.Close()
+		writeOrHang(t, o, raw)
 		s := e.Snapshot()
+		if diff := cmp.Diff(o.Snapshot(), s); diff != "" {
+			t.Fatalf("held screen differs from direct (-direct +held):\n%s", diff)
+		}
 		if s.Cols != c || s.Rows != r || len(s.Lines) != r {
 			t.Fatalf("snapshot %dx%d with %d lines; want %dx%d", s.Cols, s.Rows, len(s.Lines), c, r)
 		}
@@ -374,7 +382,117 @@ func BenchmarkEmulatorWrite(b *testing.B) {
 					e.Write(p[:k])
 					p = p[k:]
 				}
+				e.Snapshot()
 			}
 		})
+	}
+}
+
+// newDirectEmulator is the oracle of the holder: every byte goes straight
+// to x/vt, in the same writes.
+func newDirectEmulator(cols, rows int) *Emulator {
+	e := NewEmulator(cols, rows)
+	e.hold = nil
+	return e
+}
+
+// sameScreen feeds chunks to an Emulator and to the oracle, snapshotting
+// the Emulator after the writes listed in peeks too, and compares the final
+// screens.
+func sameScreen(t *testing.T, cols, rows int, chunks [][]byte, peeks map[int]bool) {
+	t.Helper()
+	e, o := NewEmulator(cols, rows), newDirectEmulator(cols, rows)
+	defer e.Close()
+	defer o.Close()
+	for i, c := range chunks {
+		e.Write(c)
+		o.Write(c)
+		if peeks[i] {
+			e.Snapshot()
+		}
+	}
+	if diff := cmp.Diff(o.Snapshot(), e.Snapshot()); diff != "" {
+		t.Errorf("%dx%d: held screen differs from direct (-direct +held):\n%s", cols, rows, diff)
+	}
+}
+
+func TestHolderMatchesDirect(t *testing.T) {
+	var logLines, bare, colored, progress, wrapped bytes.Buffer
+	for i := range 300 {
+		fmt.Fprintf(&logLines, "log line %d of the build %s\r\n", i, strings.Repeat("=", i%70))
+		fmt.Fprintf(&bare, "bare %d\n", i)
+		fmt.Fprintf(&colored, "\x1b[3%dmcolored\x1b[0m %d\x1b[K\r\n", i%8, i)
+		fmt.Fprintf(&progress, "\r%3d%% [%s]", i%101, strings.Repeat("#", i%40))
+		if i%10 == 0 {
+			progress.WriteString("\r\n")
+		}
+		fmt.Fprintf(&wrapped, "%s|%d\r\n", strings.Repeat("w", (i*7)%200), i)
+	}
+	tests := []struct {
+		name   string
+		prefix string
+		body   []byte
+		suffix string
+	}{
+		{"log from the top", "", logLines.Bytes(), ""},
+		{"log after a prompt", "\x1b[?2004huser@box:~$ make\r\n\x1b[?2004l\r", logLines.Bytes(), "\x1b[?2004huser@box:~$ "},
+		{"log from the middle of the screen", "\x1b[12;30Hhere", logLines.Bytes(), ""},
+		{"bare line feeds", "\x1b[5;5H", bare.Bytes(), ""},
+		{"colors and erase", "", colored.Bytes(), "\x1b[2A\x1b[Kup two"},
+		{"progress bars", "", progress.Bytes(), ""},
+		{"long wrapped lines", "", wrapped.Bytes(), ""},
+		{"scroll region", "\x1b[3;10r\x1b[5;1H", logLines.Bytes(), "\x1b[r"},
+		{"region then reset", "\x1b[3;10r\x1b[r\x1b[5;1H", logLines.Bytes(), ""},
+		{"cursor below the region", "\x1b[1;5r\x1b[10;1H", logLines.Bytes(), ""},
+		{"alt screen", "\x1b[?1049h", logLines.Bytes(), "\x1b[?1049l"},
+		{"inside an osc", "\x1b]0;title ", logLines.Bytes(), "\x07"},
+		{"8-bit csi before", "\x9b5;5H", logLines.Bytes(), ""},
+		{"wide text", "", bytes.Repeat([]byte("日本語のログ 😀\r\n"), 200), ""},
+		{"newline mode", "\x1b[20h", bare.Bytes(), ""},
+		{"origin mode and margins", "\x1b[2;8r\x1b[?6h", logLines.Bytes(), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stream := slices.Concat([]byte(tt.prefix), tt.body, []byte(tt.suffix))
+			for _, size := range []int{len(stream), 4096, 100, 7, 1} {
+				var chunks [][]byte
+				for p := stream; len(p) > 0; {
+					k := min(size, len(p))
+					chunks = append(chunks, p[:k])
+					p = p[k:]
+				}
+				peeks := map[int]bool{len(chunks) / 3: true, len(chunks) / 2: true}
+				for _, geom := range [][2]int{{80, 24}, {40, 5}, {200, 1}} {
+					sameScreen(t, geom[0], geom[1], chunks, peeks)
+				}
+			}
+		})
+	}
+}
+
+// TestHolderDrops checks the holder does its job: a long log is not all
+// kept for the emulator, and the screen still ends on its last lines.
+func TestHolderDrops(t *testing.T) {
+	e := NewEmulator(80, 24)
+	defer e.Close()
+	var fed int
+	e.hold.out = func(p []byte) {
+		fed += len(p)
+		_, _ = e.term.Write(p)
+	}
+	var log bytes.Buffer
+	for i := range 100000 {
+		fmt.Fprintf(&log, "line %d\r\n", i)
+	}
+	e.Write(log.Bytes())
+	if held := len(e.hold.run); held > 4*24*len("line 99999\r\n") {
+		t.Errorf("holder keeps %d bytes of a %d-byte log", held, log.Len())
+	}
+	s := e.Snapshot()
+	if s.Lines[22] != "line 99999" || s.Lines[0] != "line 99977" {
+		t.Errorf("screen ends with %q ... %q", s.Lines[0], s.Lines[22])
+	}
+	if fed > log.Len()/100 {
+		t.Errorf("the emulator was fed %d of %d bytes", fed, log.Len())
 	}
 }
