@@ -62,6 +62,20 @@ if [ "$have" = "$key" ] && [ "${LIMBS_FORCE:-0}" != 1 ]; then
 	exit 0
 fi
 
+# One build at a time per cache: a second run (CI next to a developer)
+# waits, then finds the image or the tarball the first one made.
+mkdir -p "$cache_dir"
+exec 9>"$cache_dir/.build.lock"
+if ! flock -n 9; then
+	step "another build-base-image.sh is running; waiting for it"
+	flock 9
+	have=$(docker image inspect --format '{{ index .Config.Labels "limbs.base.key" }}' "$image" 2>/dev/null || true)
+	if [ "$have" = "$key" ] && [ "${LIMBS_FORCE:-0}" != 1 ]; then
+		step "$image was built meanwhile: nothing to do"
+		exit 0
+	fi
+fi
+
 import_tarball() {
 	local old
 	old=$(docker image inspect --format '{{.Id}} {{index .Config.Labels "limbs.base.key"}}' "$image" 2>/dev/null || true)
