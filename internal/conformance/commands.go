@@ -43,6 +43,31 @@ func testLifecycle(t *testing.T, c *client.Client) {
 			t.Errorf("get after delete: err = %v, want not_found", err)
 		}
 	})
+	t.Run("DeleteKillsProcessTree", func(t *testing.T) {
+		t.Parallel()
+		id := newSession(t, c)
+		watcher := newSession(t, c)
+		marker := fmt.Sprintf("conf-tree-%d", rnd())
+		// A background job and a foreground command, both with the marker
+		// in their command line.
+		wantOutput(t, c, id, fmt.Sprintf("bash -c 'sleep 1000; : %s' &", marker), "")
+		r := runReq(t, c, id, wire.Exec{Command: fmt.Sprintf("bash -c 'sleep 1000; : %s'", marker), YieldAfter: ptr(0.3)})
+		if r.Status != wire.StatusRunning {
+			t.Fatalf("foreground job: status %q, want running", r.Status)
+		}
+		// The bracket keeps grep from matching its own command line.
+		count := fmt.Sprintf("grep -l '[%s]%s' /proc/[0-9]*/cmdline 2>/dev/null | wc -l", marker[:1], marker[1:])
+		if n := strings.TrimSpace(run(t, c, watcher, count).Output); n == "0" {
+			t.Fatalf("the watcher session cannot see the jobs (%s processes): cannot check", n)
+		}
+		if err := c.DeleteSession(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "every process of the deleted session gone", func() (bool, string) {
+			n := strings.TrimSpace(run(t, c, watcher, count).Output)
+			return n == "0", n + " processes left"
+		})
+	})
 	t.Run("CreateWithOptions", func(t *testing.T) {
 		t.Parallel()
 		name := "conf-opts-" + fmt.Sprint(rnd())

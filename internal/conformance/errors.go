@@ -36,6 +36,7 @@ func testErrors(t *testing.T, c *client.Client) {
 		{"MissingCommand", "POST", exec, `{}`, 400, "bad_request"},
 		{"TrailingData", "POST", exec, `{"command": "true"} {}`, 400, "bad_request"},
 		{"NegativeTimeout", "POST", exec, `{"command": "true", "timeout": -1}`, 400, "bad_request"},
+		{"NulInCommand", "POST", exec, `{"command": "echo a\u0000b"}`, 400, "bad_request"},
 		{"CreateUnknownField", "POST", "/sessions", `{"nmae": "x"}`, 400, "bad_request"},
 		{"MissingSessionGet", "GET", "/sessions/conformance-no-such-session", "", 404, "not_found"},
 		{"MissingSessionExec", "POST", "/sessions/conformance-no-such-session/exec", `{"command": "true"}`, 404, "not_found"},

@@ -55,6 +55,22 @@ func testInteractive(t *testing.T, c *client.Client) {
 			t.Errorf("final output %q lacks 'got one two'", r.Output)
 		}
 	})
+	t.Run("InputThenEOFKey", func(t *testing.T) {
+		t.Parallel()
+		id := newSession(t, c)
+		r := runReq(t, c, id, wire.Exec{Command: "cat | tr a-z A-Z", YieldAfter: ptr(guardYield)})
+		if r.Status != wire.StatusRunning || !r.WaitingForInput {
+			t.Fatalf("cat: status %q waiting_for_input %v, want running and true", r.Status, r.WaitingForInput)
+		}
+		r, err := c.Input(t.Context(), id, wire.Input{Text: "shout\n", Keys: []string{"C-d"}, YieldAfter: ptr(guardYield)})
+		if err != nil {
+			t.Fatalf("input: %v", err)
+		}
+		wantExit(t, r, 0)
+		if !strings.Contains(r.Output, "SHOUT") {
+			t.Errorf("output after text and C-d = %q, want it to contain SHOUT", r.Output)
+		}
+	})
 	t.Run("InputKeysCtrlC", func(t *testing.T) {
 		t.Parallel()
 		id := newSession(t, c)
@@ -161,6 +177,15 @@ func testStopping(t *testing.T, c *client.Client) {
 		r := runReq(t, c, id, wire.Exec{Command: "sleep 100", Timeout: 1, YieldAfter: ptr(0.0)})
 		if r.Status != wire.StatusTimeout {
 			t.Fatalf("sleep 100 with timeout 1: status %q (exit_code %d, waiting_for_input %v, after %d ms), want timeout", r.Status, deref(r.ExitCode), r.WaitingForInput, r.DurationMs)
+		}
+		wantOutput(t, c, id, "echo ok", "ok\n")
+	})
+	t.Run("TimeoutEscalates", func(t *testing.T) {
+		t.Parallel()
+		id := newSession(t, c)
+		r := runReq(t, c, id, wire.Exec{Command: `bash -c 'trap "" INT TERM; sleep 100'`, Timeout: 1, YieldAfter: ptr(0.0)})
+		if r.Status != wire.StatusTimeout {
+			t.Fatalf("a job ignoring SIGINT and SIGTERM with timeout 1: status %q (exit_code %d), want timeout", r.Status, deref(r.ExitCode))
 		}
 		wantOutput(t, c, id, "echo ok", "ok\n")
 	})

@@ -38,6 +38,24 @@ func testRawOutput(t *testing.T, c *client.Client) {
 			t.Errorf("raw output = %q, want %q", got, "héllo 世界 🎉\n")
 		}
 	})
+	t.Run("OffsetsAdvance", func(t *testing.T) {
+		t.Parallel()
+		id := newSession(t, c)
+		a := wantOutput(t, c, id, "echo first", "first\n")
+		b := wantOutput(t, c, id, "echo second", "second\n")
+		if a.OffsetStart > a.OffsetEnd || a.OffsetEnd > b.OffsetStart || b.OffsetStart > b.OffsetEnd {
+			t.Errorf("offsets %d..%d then %d..%d: want each range after the previous one", a.OffsetStart, a.OffsetEnd, b.OffsetStart, b.OffsetEnd)
+		}
+		if a.CommandID == b.CommandID {
+			t.Errorf("two commands share command_id %q", a.CommandID)
+		}
+		if got := raw(t, c, id, a.OffsetStart, a.OffsetEnd); string(got) != "first\n" {
+			t.Errorf("raw output of the first command = %q, want %q", got, "first\n")
+		}
+		if got := raw(t, c, id, b.OffsetStart, b.OffsetEnd); string(got) != "second\n" {
+			t.Errorf("raw output of the second command = %q, want %q", got, "second\n")
+		}
+	})
 	t.Run("EveryByteValue", func(t *testing.T) {
 		t.Parallel()
 		id := newSession(t, c)
