@@ -141,13 +141,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		sandboxes: map[string]*entry{},
 	}
 	s.routes()
-	if err := s.reconcile(ctx, bg); err != nil {
-		cancel()
-		s.wg.Wait()
-		cancel()
-		db.Close()
-		return nil, err
+	s.pool = newPool(s, opts.Pool)
+	// Subscribe before reconciling, so that a sandbox dying meanwhile is
+	// not missed; the events wait in the channels until reconcile is done.
+	type feed struct {
+		p   Provider
+		evs <-chan sandbox.Event
 	}
+	var feeds []feed
 	for _, p := range opts.Providers {
 		evs, err := p.Events(bg)
 		if err != nil {
@@ -155,13 +156,21 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			db.Close()
 			return nil, fmt.Errorf("watching %s events: %w", p.Name(), err)
 		}
+		feeds = append(feeds, feed{p, evs})
+	}
+	if err := s.reconcile(ctx, bg); err != nil {
+		cancel()
+		s.wg.Wait()
+		db.Close()
+		return nil, err
+	}
+	for _, f := range feeds {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.watch(bg, p, evs)
+			s.watch(bg, f.p, f.evs)
 		}()
 	}
-	s.pool = newPool(s, opts.Pool)
 	s.pool.start(bg)
 	return s, nil
 }

@@ -221,17 +221,7 @@ func TestDockerRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec1(t, c, "main", "mkdir -p /workspace/deep && cd /workspace/deep && export KEPT=yes")
-	// limbsd saves the cwd just after answering: wait for it (see
-	// TestLocalDaemonDeathRecovered).
-	eventually(t, "session cwd saved", func() bool {
-		files, _ := filepath.Glob(filepath.Join(dir, "sandboxes", sb.ID, "run", "state", "sessions", "*", "session.json"))
-		for _, f := range files {
-			if b, _ := os.ReadFile(f); strings.Contains(string(b), "/workspace/deep\"") {
-				return true
-			}
-		}
-		return false
-	})
+	waitSessionSaved(t, filepath.Join(dir, "sandboxes", sb.ID, "run", "state"), "/workspace/deep", "KEPT")
 	out, err := exec.Command("docker", "kill", "--signal", "KILL", "limbs-"+sb.ID).CombinedOutput()
 	if err != nil {
 		t.Fatalf("docker kill: %v: %s", err, out)

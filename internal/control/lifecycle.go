@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,9 +74,10 @@ func (s *Server) record(e *entry) store.Record {
 	return e.rec
 }
 
-// update changes e's record and persists it. It fails with errGone when the
-// sandbox was removed meanwhile.
-func (s *Server) update(e *entry, change func(r *store.Record)) (store.Record, error) {
+// update changes e's record and persists it with the events that say what
+// happened, in one transaction: whoever sees the new status sees its event.
+// It fails with errGone when the sandbox was removed meanwhile.
+func (s *Server) update(e *entry, change func(r *store.Record), evs ...store.Event) (store.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.removed {
@@ -83,18 +85,22 @@ func (s *Server) update(e *entry, change func(r *store.Record)) (store.Record, e
 	}
 	change(&e.rec)
 	e.rec.UpdatedAt = time.Now().UTC()
-	if err := s.db.Put(e.rec); err != nil {
+	if err := s.db.Put(e.rec, evs...); err != nil {
 		return e.rec, fmt.Errorf("saving sandbox %s in the registry: %w", e.rec.ID, err)
 	}
 	return e.rec, nil
 }
 
-// event appends to the sandbox's lifecycle log; a failure to record is
-// logged, not fatal.
+// event appends to the sandbox's lifecycle log when no record changes with
+// it; a failure to record is logged, not fatal.
 func (s *Server) event(id, kind, reason, message string) {
-	if _, err := s.db.AppendEvent(id, store.Event{Time: time.Now().UTC(), Kind: kind, Reason: reason, Message: message}); err != nil {
+	if _, err := s.db.AppendEvent(id, newEvent(kind, reason, message)); err != nil {
 		s.log.Warn("recording a sandbox event", "sandbox", id, "kind", kind, "err", err)
 	}
+}
+
+func newEvent(kind, reason, message string) store.Event {
+	return store.Event{Time: time.Now().UTC(), Kind: kind, Reason: reason, Message: message}
 }
 
 // add registers a new entry, refusing a name already in use.
@@ -241,7 +247,7 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 				r.ProviderID = inst.ProviderID
 				r.Status = wire.SandboxRunning
 				r.Message = note
-			})
+			}, newEvent("created", "", strings.TrimSpace(note+poolNote(rec))))
 		}
 	}
 	if err != nil {
@@ -257,7 +263,6 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 		_ = s.forget(e)
 		return rec, fmt.Errorf("creating sandbox with provider %s: %w", rec.Provider, err)
 	}
-	s.event(rec.ID, "created", "", note)
 	s.log.Info("sandbox created", "sandbox", rec.ID, "name", rec.Name, "provider", rec.Provider)
 	return rec, nil
 }
@@ -297,12 +302,10 @@ func (s *Server) Stop(ctx context.Context, e *entry) (store.Record, error) {
 		return rec, fmt.Errorf("stopping sandbox %s: %w", rec.ID, err)
 	}
 	e.closeIdle()
-	rec, err = s.update(e, func(r *store.Record) {
+	return s.update(e, func(r *store.Record) {
 		r.Status = wire.SandboxStopped
 		r.Reason, r.Message = "", ""
-	})
-	s.event(rec.ID, "stopped", "", "")
-	return rec, err
+	}, newEvent("stopped", "", ""))
 }
 
 // Start starts a stopped (or failed) sandbox.
@@ -320,12 +323,17 @@ func (s *Server) Start(ctx context.Context, e *entry) (store.Record, error) {
 	if err := p.Start(ctx, rec.ID); err != nil {
 		return rec, fmt.Errorf("starting sandbox %s: %w", rec.ID, err)
 	}
-	rec, err = s.update(e, func(r *store.Record) {
+	return s.update(e, func(r *store.Record) {
 		r.Status = wire.SandboxRunning
 		r.Reason, r.Message = "", ""
-	})
-	s.event(rec.ID, "started", "", "")
-	return rec, err
+	}, newEvent("started", "", ""))
+}
+
+func poolNote(r store.Record) string {
+	if r.Pool != "" {
+		return " (for the warm pool)"
+	}
+	return ""
 }
 
 func toWire(r store.Record) wire.Sandbox {

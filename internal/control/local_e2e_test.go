@@ -293,18 +293,7 @@ func TestLocalDaemonDeathRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec1(t, c, "main", "mkdir -p sub && cd sub && export KEPT=yes")
-	// limbsd saves a session's cwd just after the result is returned (the
-	// exported environment before): a kill in between loses the cwd. Wait
-	// for the save, so that this test is about recovery, not that race.
-	eventually(t, "session cwd saved", func() bool {
-		files, _ := filepath.Glob(filepath.Join(dir, "sandboxes", sb.ID, "state", "sessions", "*", "session.json"))
-		for _, f := range files {
-			if b, _ := os.ReadFile(f); strings.Contains(string(b), "/sub\"") {
-				return true
-			}
-		}
-		return false
-	})
+	waitSessionSaved(t, filepath.Join(dir, "sandboxes", sb.ID, "state"), "/sub", "KEPT")
 	pid := p.pidOf(t, sb.ID)
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -383,4 +372,24 @@ func TestLocalWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec1(t, c, "main", "true")
+}
+
+// waitSessionSaved waits until limbsd has saved a session's cwd and
+// exported environment under stateDir. It saves them just after answering
+// (session.json, and the env file the shell writes after its end marker):
+// a daemon killed in between loses the last command's cwd and exports.
+// Waiting keeps the recovery tests about recovery, not that window.
+func waitSessionSaved(t *testing.T, stateDir, cwd, envName string) {
+	t.Helper()
+	eventually(t, "session cwd and env saved", func() bool {
+		dirs, _ := filepath.Glob(filepath.Join(stateDir, "sessions", "*"))
+		for _, d := range dirs {
+			js, _ := os.ReadFile(filepath.Join(d, "session.json"))
+			env, _ := os.ReadFile(filepath.Join(d, "env"))
+			if strings.Contains(string(js), cwd+"\"") && strings.Contains(string(env), envName) {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -71,8 +71,7 @@ func (p *pool) claim(rec store.Record) (store.Record, bool) {
 			}
 			r.CreatedAt = rec.CreatedAt
 			r.UpdatedAt = rec.CreatedAt
-			ev := store.Event{Time: r.CreatedAt, Kind: "created", Message: "taken from the warm pool"}
-			if err := s.db.Put(r, ev); err != nil {
+			if err := s.db.Put(r, newEvent("claimed", "", "taken from the warm pool")); err != nil {
 				s.log.Warn("claiming a pool sandbox", "sandbox", r.ID, "err", err)
 				return store.Record{}, false
 			}

@@ -69,8 +69,7 @@ func (s *Server) reconcile(ctx, bg context.Context) error {
 				r.Status = wire.SandboxFailed
 				r.Reason = "missing"
 				r.Message = fmt.Sprintf("the %s sandbox is gone (removed outside limbs?); remove it with `limbs sandbox rm %s`", name, r.ID)
-			})
-			s.event(r.ID, "missing", "missing", "")
+			}, newEvent("missing", "missing", ""))
 		}
 	}
 	for _, r := range recs {
@@ -101,8 +100,7 @@ func (s *Server) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandb
 		}
 		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxStopped })
 	case inst.State.Running && e.healthy(ctx) == nil:
-		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxRunning })
-		s.event(rec.ID, "adopted", "", "")
+		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxRunning }, newEvent("adopted", "", ""))
 		s.log.Info("re-adopted a running sandbox", "sandbox", rec.ID)
 	default:
 		reason := inst.State.Reason
@@ -172,12 +170,9 @@ func (s *Server) recover(ctx context.Context, e *entry, reason string) {
 		}
 		s.log.Warn("restarting a sandbox failed", "sandbox", s.record(e).ID, "attempt", attempt, "err", err)
 		if attempt == recoverAttempts || ctx.Err() != nil {
-			rec, uerr := s.update(e, func(r *store.Record) {
+			_, _ = s.update(e, func(r *store.Record) {
 				r.Message = fmt.Sprintf("stopped (%s) at %s and could not be restarted: %v; try `limbs sandbox start %s` or remove it", reason, when, err, r.ID)
-			})
-			if uerr == nil {
-				s.event(rec.ID, "recovery_failed", reason, err.Error())
-			}
+			}, newEvent("recovery_failed", reason, err.Error()))
 			return
 		}
 		select {
@@ -206,11 +201,10 @@ func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when stri
 			r.Status = wire.SandboxFailed
 			r.Reason = reason
 			r.Message = fmt.Sprintf("recovering after %s at %s; retry in a few seconds", reason, when)
-		}); err != nil {
+		}, newEvent("died", reason, "")); err != nil {
 			return true, nil // removed meanwhile
 		}
 		e.closeIdle()
-		s.event(rec.ID, "died", reason, "")
 		s.log.Warn("sandbox stopped on its own; bringing it back", "sandbox", rec.ID, "reason", reason)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -224,10 +218,9 @@ func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when stri
 		r.Status = wire.SandboxRunning
 		r.Reason = reason
 		r.Message = msg
-	}); err != nil {
+	}, newEvent("recovered", reason, msg)); err != nil {
 		return true, nil
 	}
-	s.event(rec.ID, "recovered", reason, msg)
 	s.log.Info("sandbox recovered", "sandbox", rec.ID, "reason", reason)
 	return true, nil
 }
