@@ -261,3 +261,26 @@ sb_2  b     local     host               failed   1h ago   oom_killed
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+func FuzzPoolFlag(f *testing.F) {
+	for _, s := range []string{"limbs/base:latest=2", "img=0", "a=b=3", "=1", "img=", "img=101", "img=-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		p := poolFlag{}
+		if err := p.Set(v); err != nil {
+			if len(p) != 0 {
+				t.Errorf("Set(%q) failed but stored %v", v, p)
+			}
+			return
+		}
+		if len(p) != 1 {
+			t.Fatalf("Set(%q) stored %v", v, p)
+		}
+		for image, n := range p {
+			if image == "" || n < 0 || n > 100 || !strings.HasPrefix(v, image+"=") {
+				t.Errorf("Set(%q) stored %q=%d", v, image, n)
+			}
+		}
+	})
+}

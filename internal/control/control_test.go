@@ -445,3 +445,23 @@ func TestPoolShrinksOnRestart(t *testing.T) {
 	h2 := start(t, dir, fp, map[string]int{"img": 1})
 	eventually(t, "pool shrunk", func() bool { return len(fp.ids()) == 1 && h2.srv.PoolReady("img") == 1 })
 }
+
+// FuzzForwardedPath: whatever path a client sends, what reaches limbsd is
+// the part after the sandbox's id, and nothing of the prefix.
+func FuzzForwardedPath(f *testing.F) {
+	for _, s := range []string{"/v1/sandboxes/sb_x/sessions", "/v1/sandboxes/sb_x/files/list", "/v1/sandboxes/", "/v1/sandboxes/sb_x", "//", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got := forwardedPath(p)
+		if !strings.HasSuffix(p, got) {
+			t.Errorf("forwardedPath(%q) = %q, not a suffix of the request path", p, got)
+		}
+		if strings.HasPrefix(p, "/v1/sandboxes/") {
+			rest := strings.TrimPrefix(p, "/v1/sandboxes/")
+			if id, after, ok := strings.Cut(rest, "/"); ok && got != after {
+				t.Errorf("forwardedPath(%q) = %q, want %q (after id %q)", p, got, after, id)
+			}
+		}
+	})
+}
