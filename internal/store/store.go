@@ -29,6 +29,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -91,7 +92,7 @@ type DB struct {
 func Open(path string) (*DB, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("open %s: %w; is another `limbs serve` using this --state-dir?", path, ErrLocked)
 		}
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
@@ -195,7 +196,7 @@ func (d *DB) Delete(id string) error {
 			return err
 		}
 		err := tx.Bucket(bucketEvents).DeleteBucket([]byte(id))
-		if errors.Is(err, bolt.ErrBucketNotFound) {
+		if errors.Is(err, bolterrors.ErrBucketNotFound) {
 			return nil
 		}
 		return err
