@@ -11,6 +11,8 @@ import (
 //
 //	ESC ] 633 ; limbs ; TOKEN ; S BEL               a command starts
 //	ESC ] 633 ; limbs ; TOKEN ; E ; STATUS ; CWD BEL  a prompt: the last command ended
+//	ESC ] 633 ; limbs ; TOKEN ; D BEL               the environment was saved
+//	ESC ] 633 ; limbs ; TOKEN ; X ; CWD BEL         the shell exits (EXIT trap), in CWD
 //
 // A sequence with another token is output like any other (a program that
 // prints a marker cannot end a command). Markers never reach the stream.
@@ -22,6 +24,8 @@ const maxMarker = 8192
 const (
 	evStart = 'S'
 	evEnd   = 'E'
+	evSaved = 'D'
+	evExit  = 'X'
 )
 
 type event struct {
@@ -132,6 +136,10 @@ func (p *parser) parseBody(body []byte) (event, bool) {
 			n = -1
 		}
 		return event{kind: evEnd, status: n, cwd: string(cwd)}, true
+	case "D":
+		return event{kind: evSaved}, true
+	case "X":
+		return event{kind: evExit, cwd: string(rest)}, true
 	}
 	return event{}, false
 }

@@ -98,11 +98,42 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 
 // foreground returns the terminal's foreground process group.
 func (p *proc) foreground() int {
-	pg, err := unix.IoctlGetInt(int(p.ptmx.Fd()), unix.TIOCGPGRP)
-	if err != nil {
-		return 0
-	}
+	pg := 0
+	_ = p.control(func(fd int) {
+		if v, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil {
+			pg = v
+		}
+	})
 	return pg
+}
+
+// control runs f on the terminal's descriptor unless it was closed: the
+// descriptor number of a closed file may already name another file.
+func (p *proc) control(f func(fd int)) error {
+	rc, err := p.ptmx.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(func(fd uintptr) { f(int(fd)) })
+}
+
+// setSize sets the terminal size; the kernel sends SIGWINCH to the
+// foreground job.
+func (p *proc) setSize(cols, rows int) {
+	_ = p.control(func(fd int) {
+		_ = unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)})
+	})
+}
+
+// unread is how many bytes the terminal holds that nobody has read yet.
+func (p *proc) unread() int {
+	n := 0
+	_ = p.control(func(fd int) {
+		if v, err := unix.IoctlGetInt(fd, unix.TIOCINQ); err == nil {
+			n = v
+		}
+	})
+	return n
 }
 
 // signalForeground sends sig to the foreground process group, or to the

@@ -32,8 +32,9 @@ func shq(s string) string {
 // line, so that no system or user rc file can change how the session
 // behaves. It installs the markers: PS0 prints the start marker after a
 // line is read and before it runs; the PROMPT_COMMAND function prints the
-// end marker with the status and cwd, after saving the exported
-// environment so a replacement shell can restore it.
+// end marker with the status and cwd, then saves the exported environment
+// for a replacement shell and says so (D); the EXIT trap saves both when
+// the shell exits in the middle of a command (X).
 func bashRC(token, dir, cwd string, restore bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "__LIMBS_T=%s\n__LIMBS_D=%s\nreadonly __LIMBS_T __LIMBS_D\n", shq(token), shq(dir))
@@ -56,10 +57,19 @@ __limbs_prompt() {
 	local s=$? p=$PWD
 	case $p in *[$'\a\e\n']*) p= ;; esac
 	printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$s" "$p"
-	# After the marker, so that saving it costs the caller nothing.
+	# After the end marker, so that saving costs the caller nothing; the
+	# D marker tells the daemon the save is complete.
 	export -p >| "$__LIMBS_D/env" 2>/dev/null
+	printf '\e]633;limbs;%s;D\a' "$__LIMBS_T"
+}
+__limbs_exit() {
+	local p=$PWD
+	case $p in *[$'\a\e\n']*) p= ;; esac
+	export -p >| "$__LIMBS_D/env" 2>/dev/null
+	printf '\e]633;limbs;%s;X;%s\a' "$__LIMBS_T" "$p"
 }
 PROMPT_COMMAND=__limbs_prompt
+trap __limbs_exit EXIT
 `)
 	return b.String()
 }

@@ -2,6 +2,7 @@ package shell
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,29 @@ func TestBackgroundOutputStaysOut(t *testing.T) {
 	r = run(t, s, "echo after")
 	if r.Output != "after\n" {
 		t.Fatalf("after: %q", r.Output)
+	}
+}
+
+func TestExitMidCommandKeepsItsCwdAndEnv(t *testing.T) {
+	s := newTestSession(t, newTestManager(t))
+	r := run(t, s, "cd /tmp; export MID=1; echo hi; exit 3")
+	if r.Output != "hi\n" || *r.ExitCode != 3 || !r.ShellExited {
+		t.Fatalf("exit: %+v", r)
+	}
+	if r := run(t, s, "pwd; echo $MID"); r.Output != "/tmp\n1\n" {
+		t.Fatalf("after exit mid-command: %q", r.Output)
+	}
+}
+
+func TestRestartRightAfterExport(t *testing.T) {
+	s := newTestSession(t, newTestManager(t))
+	for i := range 5 {
+		run(t, s, "cd /tmp; export KEPT=k"+strconv.Itoa(i))
+		if _, err := s.Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if r := run(t, s, "pwd; echo $KEPT"); r.Output != "/tmp\nk"+strconv.Itoa(i)+"\n" {
+			t.Fatalf("round %d after restart: %q", i, r.Output)
+		}
 	}
 }

@@ -28,7 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/limbs-dev/limbs/internal/screen"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -363,6 +362,8 @@ type Session struct {
 	cur      *command // the running command
 	last     *command // the newest finished one
 	seq      int      // commands started, typed by us or by a person
+	ends     int      // end markers seen
+	saved    int      // ends when the environment was last saved
 	deleted  bool
 	startErr string // what a shell printed before dying at start-up
 
@@ -610,7 +611,15 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 				c.logf, _ = os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 			}
 		}
+	case evSaved:
+		s.saved = s.ends
+	case evExit:
+		if ev.cwd != "" {
+			s.cwd = ev.cwd
+			s.persist()
+		}
 	case evEnd:
+		s.ends++
 		if ev.cwd != "" {
 			s.cwd = ev.cwd
 		} else if d := cwdOf(p.pid); d != "" {
@@ -873,7 +882,36 @@ func (s *Session) waiting(c *command) bool {
 	p := s.p
 	running := s.cur == c && c.started
 	s.mu.Unlock()
-	return running && p != nil && p.waitingForInput()
+	if !running || p == nil || !p.waitingForInput() {
+		return false
+	}
+	// The program went to sleep after printing all it printed. If that
+	// was the end of the command (the shell back at its prompt), the end
+	// marker is in the terminal or in the read loop's hands: give it the
+	// moment it takes to arrive before calling this a prompt.
+	deadline := time.Now().Add(200 * time.Millisecond)
+	settledAt := time.Time{}
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			return false
+		default:
+		}
+		if p.unread() == 0 {
+			if settledAt.IsZero() {
+				settledAt = time.Now()
+			} else if time.Since(settledAt) > 10*time.Millisecond {
+				break
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // result reports c, handing over the output not returned before.
@@ -1093,6 +1131,18 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	p := s.p
 	s.mu.Unlock()
 	if p != nil {
+		// The shell saves its environment just after each end marker:
+		// let it finish, so that the replacement gets the newest one.
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			s.mu.Lock()
+			saved := !p.bash || s.saved >= s.ends || s.p != p
+			s.mu.Unlock()
+			if saved {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
 		p.killTree()
 		select {
 		case <-p.done:
@@ -1114,7 +1164,7 @@ func (s *Session) Resize(cols, rows int) (wire.Session, error) {
 	s.mu.Lock()
 	s.cols, s.rows = cols, rows
 	if s.p != nil {
-		_ = pty.Setsize(s.p.ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+		s.p.setSize(cols, rows)
 	}
 	off := s.out.size()
 	info := s.infoLocked()

@@ -58,6 +58,11 @@ func (p *proc) readsTerminal(pid int) bool {
 	case sysRead:
 		return p.isTerminalFD(dir, int(arg(0)))
 	case sysSelect:
+		if pid == p.pid && p.bash {
+			// bash itself in pselect is readline at the prompt: the
+			// command has ended and its end marker is on its way.
+			return false
+		}
 		return p.selectWaitsOnTerminal(pid, dir, int(arg(0)), arg(1))
 	case sysPoll:
 		return p.pollWaitsOnTerminal(pid, dir, arg(0), int(arg(1)))
