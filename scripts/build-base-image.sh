@@ -77,8 +77,6 @@ if ! flock -n 9; then
 fi
 
 import_tarball() {
-	local old
-	old=$(docker image inspect --format '{{.Id}} {{index .Config.Labels "limbs.base.key"}}' "$image" 2>/dev/null || true)
 	step "importing $tarball as $image"
 	docker import \
 		--change "LABEL limbs.base.key=$key" \
@@ -91,11 +89,12 @@ import_tarball() {
 		--change "WORKDIR /workspace" \
 		--change 'CMD ["/bin/bash"]' \
 		"$tarball" "$image" >/dev/null
-	# The image this one replaced is left untagged: remove it if an earlier
-	# run of this script made it and no container uses it.
-	if [ -n "${old#* }" ] && [ "${old%% *}" != "$(docker image inspect --format '{{.Id}}' "$image")" ]; then
-		docker image rm "${old%% *}" >/dev/null 2>&1 && step "removed the previous image ${old%% *}" || true
-	fi
+	# Images this one replaced are left untagged: remove those this script
+	# made (they carry limbs.base.key) that no container uses any more.
+	local id
+	for id in $(docker image ls -q --no-trunc --filter dangling=true --filter label=limbs.base.key); do
+		docker image rm "$id" >/dev/null 2>&1 && step "removed the replaced image ${id#sha256:}" || true
+	done
 	step "done: $image ($(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%.0f MiB", $1/1048576}'))"
 }
 
