@@ -324,7 +324,12 @@ func prepareSocketDir(dir, user string) error {
 	}
 	uid, gid, ok := parseUser(user)
 	if !ok {
-		return os.Chmod(dir, 0o1777)
+		for _, d := range []string{dir, filepath.Join(dir, "state")} {
+			if err := os.Chmod(d, 0o1777); err != nil {
+				return fmt.Errorf("socket dir: %w", err)
+			}
+		}
+		return nil
 	}
 	for _, d := range []string{dir, filepath.Join(dir, "state")} {
 		if err := os.Chown(d, uid, gid); err != nil {

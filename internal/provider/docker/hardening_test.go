@@ -201,6 +201,17 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// TestNamedUser: a user given by name (here Debian's nobody, uid 65534)
+// cannot be resolved on the host; limbsd still gets a socket and state
+// directory it can write.
+func TestNamedUser(t *testing.T) {
+	p := newProvider(t)
+	b := newBox(t, p, func(s *sandbox.Spec) { s.User = "nobody" })
+	if r := b.run(t, "id -u", 30); strings.TrimSpace(r.Output) != "65534" {
+		t.Errorf("id -u as nobody: %+v", r)
+	}
+}
+
 // TestRemoveKeepsNamedWorkspace: a workspace the caller named outlives the
 // sandbox.
 func TestRemoveKeepsNamedWorkspace(t *testing.T) {
@@ -233,6 +244,7 @@ func TestCreateErrors(t *testing.T) {
 		{"missing image", func(s *sandbox.Spec) { s.Image = "limbs/does-not-exist:latest" }, wire.ErrBadRequest},
 		{"host network", func(s *sandbox.Spec) { s.Network = "host" }, wire.ErrBadRequest},
 		{"docker socket as workspace", func(s *sandbox.Spec) { s.Workspace = "/run" }, wire.ErrBadRequest},
+		{"unknown user", func(s *sandbox.Spec) { s.User = "nosuchuser" }, wire.ErrBadRequest},
 		{"same id twice", nil, wire.ErrConflict},
 		{"foreign volume of the same name", func(s *sandbox.Spec) {}, wire.ErrConflict},
 	}

@@ -86,6 +86,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 		log.Warn("docker create", "warning", w)
 	}
 	if _, err := p.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		if strings.Contains(err.Error(), "unable to find user") {
+			return fail(fmt.Errorf("sandbox %q: image %s has no user %q: pass a numeric uid:gid or a user the image has: %w", spec.ID, spec.Image, spec.User, wire.ErrBadRequest))
+		}
 		return fail(engineErr(fmt.Sprintf("sandbox %q: starting container", spec.ID), err))
 	}
 	if err := p.waitReady(ctx, spec.ID, created.ID, spec.SocketDir); err != nil {
