@@ -394,6 +394,7 @@ type command struct {
 	startOff int64
 	startAt  time.Time
 	returned int64 // output up to here was returned already
+	echo     []byte // the terminal's echo of the typed line, until the start marker
 	ended    bool
 	endOff   int64
 	endAt    time.Time
@@ -581,8 +582,18 @@ func (s *Session) noteStartup(b []byte) {
 	}
 }
 
+// maxEcho bounds the echo of a typed command line held back until its
+// start marker.
+const maxEcho = 64 << 10
+
 func (s *Session) appendLocked(d []byte) {
 	if len(d) == 0 {
+		return
+	}
+	if c := s.cur; c != nil && !c.started && c.text != "" && len(c.echo)+len(d) <= maxEcho {
+		// The terminal's echo of the line limbs typed to run a command
+		// file: the stream shows the command itself instead.
+		c.echo = append(c.echo, d...)
 		return
 	}
 	s.out.append(d)
@@ -602,6 +613,10 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 			s.cur = c
 		}
 		if !c.started {
+			if c.text != "" {
+				s.out.append(echoOf(c.text))
+				c.echo = nil
+			}
 			c.started = true
 			c.startOff = s.out.size()
 			c.returned = c.startOff
@@ -653,6 +668,14 @@ func (s *Session) newCommandLocked(text string) *command {
 func (s *Session) finishLocked(c *command, code int, shellEnd bool) {
 	if c.ended {
 		return
+	}
+	if len(c.echo) > 0 {
+		// It ended before it started (the shell died): show what was
+		// held back.
+		s.out.append(c.echo)
+		c.echo = nil
+		c.startOff = s.out.size()
+		c.returned = c.startOff
 	}
 	c.ended = true
 	c.endOff = s.out.size()
@@ -714,6 +737,12 @@ func (s *Session) onExit(p *proc) {
 			}
 		}()
 	}
+}
+
+// echoOf is what a terminal would have shown had text been typed at the
+// prompt: its lines, ended by CR LF.
+func echoOf(text string) []byte {
+	return []byte(strings.ReplaceAll(strings.TrimRight(text, "\n"), "\n", "\r\n") + "\r\n")
 }
 
 func isClosed(c chan struct{}) bool {
@@ -1131,18 +1160,7 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	p := s.p
 	s.mu.Unlock()
 	if p != nil {
-		// The shell saves its environment just after each end marker:
-		// let it finish, so that the replacement gets the newest one.
-		deadline := time.Now().Add(time.Second)
-		for time.Now().Before(deadline) {
-			s.mu.Lock()
-			saved := !p.bash || s.saved >= s.ends || s.p != p
-			s.mu.Unlock()
-			if saved {
-				break
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		s.awaitSaved(p)
 		p.killTree()
 		select {
 		case <-p.done:
@@ -1154,6 +1172,21 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 		return wire.Session{}, err
 	}
 	return s.Info(), nil
+}
+
+// awaitSaved lets the shell finish saving its environment, which it does
+// just after each end marker, so that a replacement gets the newest one.
+func (s *Session) awaitSaved(p *proc) {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		saved := !p.bash || s.saved >= s.ends || s.p != p
+		s.mu.Unlock()
+		if saved {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // Resize changes the terminal size.
@@ -1281,6 +1314,9 @@ func (s *Session) close(remove bool) {
 		c.timer.Stop()
 	}
 	if p != nil {
+		if !remove {
+			s.awaitSaved(p)
+		}
 		p.killTree()
 		select {
 		case <-p.done:
