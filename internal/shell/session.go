@@ -393,7 +393,7 @@ type command struct {
 	started  bool
 	startOff int64
 	startAt  time.Time
-	returned int64 // output up to here was returned already
+	returned int64  // output up to here was returned already
 	echo     []byte // the terminal's echo of the typed line, until the start marker
 	ended    bool
 	endOff   int64
