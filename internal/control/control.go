@@ -80,8 +80,8 @@ type Options struct {
 	DefaultProvider string
 	// LimbsdPath is the static limbsd binary providers start or inject.
 	LimbsdPath string
-	// DefaultImage is the image of a create that names none (and so the
-	// pool key such creates match).
+	// DefaultImage is the image of a create for the default provider that
+	// names none (and so the pool key such creates match).
 	DefaultImage string
 	// Pool keeps that many sandboxes created and started per image, with
 	// the default provider and default limits.

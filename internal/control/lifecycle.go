@@ -170,7 +170,7 @@ func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
 	if req.Cpus < 0 || req.MemoryMB < 0 || req.Pids < 0 || req.TmpMB < 0 {
 		return store.Record{}, fmt.Errorf("negative limit in cpus/memory_mb/pids/tmp_mb: use 0 for the provider's default: %w", wire.ErrBadRequest)
 	}
-	if req.Image == "" {
+	if req.Image == "" && p.Name() == s.opts.DefaultProvider {
 		req.Image = s.opts.DefaultImage
 	}
 	id := newID("sb_")
