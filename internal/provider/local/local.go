@@ -509,6 +509,40 @@ func startTime(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
+// groupAlive says whether a process of group pgid still runs. Zombies do
+// not count: when limbs serve was restarted, the sandbox's processes are
+// no longer its children, and an init that does not reap (a container
+// without --init) would leave them zombies forever.
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		// Fields after the name: state, ppid, pgrp, ...
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" && pid > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Start respawns a stopped sandbox's limbsd (its state dir is kept, so it
 // restores its sessions) and waits until it answers.
 func (p *Provider) Start(ctx context.Context, id string) error {
@@ -568,7 +602,7 @@ func waitGroupGone(ctx context.Context, pr *proc, pgid int, limit time.Duration)
 		return false
 	}
 	// The group has no exit notification: poll, on this cold path only.
-	for syscall.Kill(-pgid, 0) == nil {
+	for groupAlive(pgid) {
 		select {
 		case <-timeout:
 			return false

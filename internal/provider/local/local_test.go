@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -191,5 +193,33 @@ func TestStartTimeRejectsOtherProcess(t *testing.T) {
 	}
 	if p.sameProcess(meta{}) {
 		t.Errorf("pid 0 taken for a process")
+	}
+}
+
+func TestGroupAliveIgnoresZombies(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !groupAlive(pid) {
+		t.Fatalf("a sleeping group counts as gone")
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	// Not reaped yet: a zombie, which must count as gone.
+	for {
+		st, err := startTime(pid)
+		if err != nil || st == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if groupAlive(pid) {
+		t.Errorf("a zombie group counts as alive")
+	}
+	_ = cmd.Wait()
+	if groupAlive(pid) {
+		t.Errorf("a reaped group counts as alive")
 	}
 }
