@@ -43,9 +43,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildLimbsd builds the static limbsd of this work tree once per run.
+// buildLimbsd builds the static limbsd of this work tree once per run, or
+// returns $LIMBS_TEST_LIMBSD when set (a limbsd built elsewhere, for
+// instance from a clean checkout).
 func buildLimbsd(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("LIMBS_TEST_LIMBSD"); bin != "" {
+		return bin
+	}
 	limbsdOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..", "..")

@@ -30,6 +30,11 @@ func leaveState(t *testing.T, b *box) {
 	if err != nil || exitCode(r) != 0 {
 		t.Fatalf("preparing the session: %+v, %v", r, err)
 	}
+	// The shell saves its exported environment just after it reports a
+	// command's end; a next command starts only once that is done.
+	if r, err := b.lc.Exec(ctx, s.ID, wire.Exec{Command: "true", Timeout: 30, YieldAfter: &zero}); err != nil || exitCode(r) != 0 {
+		t.Fatalf("preparing the session: %+v, %v", r, err)
+	}
 }
 
 // checkState: the session limbsd restored from its state dir is back in
