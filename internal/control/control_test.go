@@ -465,3 +465,48 @@ func FuzzForwardedPath(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkForwardOverhead isolates what forwarding through the control
+// plane costs: the same trivial request to a sandbox daemon that answers at
+// once, straight on its Unix socket and through the control plane over TCP.
+//
+//	go test -run '^$' -bench ForwardOverhead ./internal/control/
+func BenchmarkForwardOverhead(b *testing.B) {
+	fp := newFakeProvider()
+	b.Cleanup(fp.closeAll)
+	dir, err := os.MkdirTemp("", "fwd")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	srv, err := New(context.Background(), Options{StateDir: dir, Token: testToken, Providers: map[string]Provider{"fake": fp}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	b.Cleanup(func() { ts.Close(); srv.Close() })
+	c, _ := client.New(ts.URL, testToken, "")
+	var sb wire.Sandbox
+	if err := c.JSON(context.Background(), "POST", "/sandboxes", wire.CreateSandbox{}, &sb); err != nil {
+		b.Fatal(err)
+	}
+	rec, err := srv.db.Get(sb.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	direct, _ := client.New("unix://"+filepath.Join(rec.SocketDir, "limbsd.sock"), rec.Token, "")
+	via, _ := client.New(ts.URL, testToken, "/sandboxes/"+sb.ID)
+	for _, tc := range []struct {
+		name string
+		c    *client.Client
+	}{{"direct", direct}, {"via-control", via}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var e echo
+			for b.Loop() {
+				if err := tc.c.JSON(context.Background(), "POST", "/sessions/main/exec", nil, &e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
