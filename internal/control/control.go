@@ -97,6 +97,11 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// writeMu serialises every change to the registry and to the records
+	// in memory, so that a change is written before it shows; mu guards
+	// the memory only and is never held across a disk sync, which would
+	// stall every forwarded request.
+	writeMu   sync.Mutex
 	mu        sync.Mutex
 	sandboxes map[string]*entry
 

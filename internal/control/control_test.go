@@ -510,3 +510,39 @@ func BenchmarkForwardOverhead(b *testing.B) {
 		})
 	}
 }
+
+// Concurrent creates with one name: exactly one wins, whether it comes from
+// the warm pool or not; the others get conflict.
+func TestConcurrentCreatesOneName(t *testing.T) {
+	fp := newFakeProvider()
+	t.Cleanup(fp.closeAll)
+	h := start(t, t.TempDir(), fp, map[string]int{"img": 2})
+	eventually(t, "pool filled", func() bool { return h.srv.PoolReady("img") == 2 })
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			req := wire.CreateSandbox{Name: "same"}
+			if i%2 == 0 {
+				req.Image = "img" // these may come from the pool
+			}
+			errs <- h.c.JSON(context.Background(), "POST", "/sandboxes", req, nil)
+		}()
+	}
+	won := 0
+	for range n {
+		err := <-errs
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, wire.ErrConflict):
+			t.Errorf("create: %v, want success or conflict", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d creates named %q succeeded, want 1", won, "same")
+	}
+	if l := h.list(t); len(l) != 1 {
+		t.Errorf("listed %d sandboxes, want 1", len(l))
+	}
+}

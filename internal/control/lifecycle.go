@@ -75,20 +75,27 @@ func (s *Server) record(e *entry) store.Record {
 }
 
 // update changes e's record and persists it with the events that say what
-// happened, in one transaction: whoever sees the new status sees its event.
-// It fails with errGone when the sandbox was removed meanwhile.
+// happened, in one transaction, before the change shows in memory: whoever
+// sees the new status sees its event. It fails with errGone when the
+// sandbox was removed meanwhile.
 func (s *Server) update(e *entry, change func(r *store.Record), evs ...store.Event) (store.Record, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e.removed {
-		return e.rec, fmt.Errorf("sandbox %s: %w", e.rec.ID, errGone)
+	r, removed := e.rec, e.removed
+	s.mu.Unlock()
+	if removed {
+		return r, fmt.Errorf("sandbox %s: %w", r.ID, errGone)
 	}
-	change(&e.rec)
-	e.rec.UpdatedAt = time.Now().UTC()
-	if err := s.db.Put(e.rec, evs...); err != nil {
-		return e.rec, fmt.Errorf("saving sandbox %s in the registry: %w", e.rec.ID, err)
+	change(&r)
+	r.UpdatedAt = time.Now().UTC()
+	if err := s.db.Put(r, evs...); err != nil {
+		return r, fmt.Errorf("saving sandbox %s in the registry: %w", r.ID, err)
 	}
-	return e.rec, nil
+	s.mu.Lock()
+	e.rec = r
+	s.mu.Unlock()
+	return r, nil
 }
 
 // event appends to the sandbox's lifecycle log when no record changes with
@@ -105,31 +112,48 @@ func newEvent(kind, reason, message string) store.Event {
 
 // add registers a new entry, refusing a name already in use.
 func (s *Server) add(rec store.Record) (*entry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	if rec.Pool == "" {
-		for _, e := range s.sandboxes {
-			if e.rec.Pool == "" && (e.rec.Name == rec.Name || e.rec.ID == rec.Name) {
-				return nil, fmt.Errorf("a sandbox named %q exists already (%s); pick another name or remove it: %w", rec.Name, e.rec.ID, wire.ErrConflict)
-			}
+		if other := s.named(rec.Name); other != nil {
+			return nil, fmt.Errorf("a sandbox named %q exists already (%s); pick another name or remove it: %w", rec.Name, other.ID, wire.ErrConflict)
 		}
 	}
 	if err := s.db.Put(rec); err != nil {
 		return nil, fmt.Errorf("saving sandbox %s in the registry: %w", rec.ID, err)
 	}
 	e := s.newEntry(rec)
+	s.mu.Lock()
 	s.sandboxes[rec.ID] = e
+	s.mu.Unlock()
 	return e, nil
+}
+
+// named returns the client-visible sandbox whose name or id is name, if
+// any. s.writeMu is held, so no name changes meanwhile.
+func (s *Server) named(name string) *store.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.sandboxes {
+		if e.rec.Pool == "" && (e.rec.Name == name || e.rec.ID == name) {
+			r := e.rec
+			return &r
+		}
+	}
+	return nil
 }
 
 // forget drops e from memory and the registry.
 func (s *Server) forget(e *entry) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e.removed = true
 	delete(s.sandboxes, e.rec.ID)
+	id := e.rec.ID
+	s.mu.Unlock()
 	e.closeIdle()
-	return s.db.Delete(e.rec.ID)
+	return s.db.Delete(id)
 }
 
 // specOf builds the provider spec of a record.

@@ -50,38 +50,46 @@ func (p *pool) claim(rec store.Record) (store.Record, bool) {
 		len(rec.Env) > 0 || rec.Workspace != "" {
 		return store.Record{}, false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p.want[rec.Image] == 0 {
-		return store.Record{}, false
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	defer p.refill()
+	if s.named(rec.Name) != nil {
+		return store.Record{}, false // let the normal path report the conflict
 	}
-	for _, e := range s.sandboxes {
-		if e.rec.Pool == rec.Image && e.rec.Status == wire.SandboxRunning && !e.removed && !e.unprimed {
-			for _, o := range s.sandboxes {
-				if o.rec.Pool == "" && (o.rec.Name == rec.Name || o.rec.ID == rec.Name) {
-					return store.Record{}, false // let the normal path report the conflict
-				}
+	s.mu.Lock()
+	var e *entry
+	if p.want[rec.Image] > 0 {
+		for _, c := range s.sandboxes {
+			if c.rec.Pool == rec.Image && c.rec.Status == wire.SandboxRunning && !c.removed && !c.unprimed {
+				e = c
+				break
 			}
-			r := e.rec
-			r.Pool = ""
-			if rec.Name != rec.ID { // a name was asked for
-				r.Name = rec.Name
-			} else {
-				r.Name = r.ID
-			}
-			r.CreatedAt = rec.CreatedAt
-			r.UpdatedAt = rec.CreatedAt
-			if err := s.db.Put(r, newEvent("claimed", "", "taken from the warm pool")); err != nil {
-				s.log.Warn("claiming a pool sandbox", "sandbox", r.ID, "err", err)
-				return store.Record{}, false
-			}
-			e.rec = r
-			p.refill()
-			return r, true
 		}
 	}
-	p.refill()
-	return store.Record{}, false
+	var r store.Record
+	if e != nil {
+		r = e.rec
+	}
+	s.mu.Unlock()
+	if e == nil {
+		return store.Record{}, false
+	}
+	r.Pool = ""
+	if rec.Name != rec.ID { // a name was asked for
+		r.Name = rec.Name
+	} else {
+		r.Name = r.ID
+	}
+	r.CreatedAt = rec.CreatedAt
+	r.UpdatedAt = rec.CreatedAt
+	if err := s.db.Put(r, newEvent("claimed", "", "taken from the warm pool")); err != nil {
+		s.log.Warn("claiming a pool sandbox", "sandbox", r.ID, "err", err)
+		return store.Record{}, false
+	}
+	s.mu.Lock()
+	e.rec = r
+	s.mu.Unlock()
+	return r, true
 }
 
 // run creates pool sandboxes until each image has its count, and removes
