@@ -17,6 +17,11 @@ const (
 	EventDied    = "died"    // the container stopped; Reason says why
 	EventOOM     = "oom"     // a process was OOM-killed; the sandbox may live on
 	EventRemoved = "removed" // the container was removed
+	// EventResync (with no ID) says the engine's event stream broke and is
+	// back: what happened meanwhile may be lost (an engine restart loses
+	// its event log), so the receiver should compare its sandboxes with
+	// List and Inspect.
+	EventResync = "resync"
 )
 
 // oomWindow is how recent an "oom" event must be for the next exit of the
@@ -25,8 +30,9 @@ const oomWindow = 10 * time.Second
 
 // Events streams what happens to the provider's sandboxes, from the
 // engine's event stream filtered by the managed label. The stream
-// reconnects by itself when the engine restarts (events missed meanwhile
-// are lost: reconcile with List). The channel closes when ctx ends.
+// reconnects by itself when the engine restarts and then sends a "resync"
+// event, since what happened meanwhile may be lost. The channel closes
+// when ctx ends.
 //
 // A "died" event's Reason is "stopped" for a clean exit (Stop, docker stop),
 // "oom_killed" when the memory limit killed limbsd or the init, and
@@ -87,12 +93,27 @@ func (p *Provider) watch(ctx context.Context, out chan<- sandbox.Event) {
 				}
 			}
 		}
+		// Wait for the engine to answer again before reconnecting, and say
+		// so once it does.
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := p.cli.Ping(pctx, client.PingOptions{})
+			cancel()
+			if err == nil {
+				break
+			}
+		}
 		select {
+		case out <- sandbox.Event{Kind: EventResync, Time: time.Now()}:
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -94,7 +94,7 @@ func TestEventsReconnect(t *testing.T) {
 	}
 	type got struct{ ID, Kind, Reason string }
 	var out []got
-	for len(out) < 4 {
+	for len(out) < 5 {
 		ev, ok := <-evs
 		if !ok {
 			t.Fatalf("stream closed after %v", out)
@@ -104,6 +104,7 @@ func TestEventsReconnect(t *testing.T) {
 	want := []got{
 		{"sb_a", "started", ""},
 		{"sb_a", "died", "daemon_exited"},
+		{"", "resync", ""},
 		{"sb_a", "started", ""},
 		{"sb_b", "removed", "removed"},
 	}
