@@ -172,6 +172,9 @@ func (p *Provider) Note(spec sandbox.Spec) string {
 	if spec.Cpus > 0 || spec.MemoryMB > 0 || spec.Pids > 0 || spec.TmpMB > 0 {
 		notes = append(notes, fmt.Sprintf("local sandbox %s: cpus, memory_mb, pids and tmp_mb limits are not enforced by the local provider; use the docker provider for them", spec.ID))
 	}
+	if spec.User != "" {
+		notes = append(notes, fmt.Sprintf("local sandbox %s: user %q is ignored: it runs as the user of limbs serve", spec.ID, spec.User))
+	}
 	return strings.Join(notes, "; ")
 }
 

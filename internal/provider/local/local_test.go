@@ -36,6 +36,7 @@ func TestNoteNeverClaimsIsolation(t *testing.T) {
 	tests := []noteCase{
 		{"no isolation", none, sandbox.Spec{ID: "sb_a"}, []string{"local sandbox sb_a is NOT isolated: isolation is turned off"}},
 		{"limits", none, sandbox.Spec{ID: "sb_b", MemoryMB: 64}, []string{"NOT isolated", "limits are not enforced"}},
+		{"user", none, sandbox.Spec{ID: "sb_e", User: "1000:1000"}, []string{"NOT isolated", `user "1000:1000" is ignored`}},
 	}
 	if bw, err := New(Options{Root: t.TempDir(), Isolation: IsolateBwrap}); err == nil {
 		tests = append(tests,
