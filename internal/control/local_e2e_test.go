@@ -393,3 +393,35 @@ func waitSessionSaved(t *testing.T, stateDir, cwd, envName string) {
 		return false
 	})
 }
+
+// Stop ends the sandbox's processes; start brings limbsd back on the same
+// state, with the sessions' cwd and exported environment.
+func TestLocalStopStart(t *testing.T) {
+	dir := stateDir(t)
+	removeAll(t, dir)
+	p := newPlane(t, dir, local.IsolateAuto, nil)
+	sb := p.create(t, wire.CreateSandbox{})
+	c := p.sandboxClient(t, sb.ID)
+	if _, err := c.CreateSession(context.Background(), wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, c, "main", "mkdir -p kept && cd kept && export STOPPED=no")
+	pid := p.pidOf(t, sb.ID)
+	var got wire.Sandbox
+	if err := p.c.JSON(context.Background(), http.MethodPost, "/sandboxes/"+sb.ID+"/stop", nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != wire.SandboxStopped || !processGone(pid) {
+		t.Fatalf("after stop: status %s, process %d gone: %v", got.Status, pid, processGone(pid))
+	}
+	if err := p.c.JSON(context.Background(), http.MethodPost, "/sandboxes/"+sb.ID+"/start", nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != wire.SandboxRunning || got.Reason != "" {
+		t.Errorf("after start: %+v", got)
+	}
+	r := exec1(t, c, "main", "echo $STOPPED; basename $PWD")
+	if r.Output != "no\nkept\n" {
+		t.Errorf("after stop and start the session shows %q", r.Output)
+	}
+}
