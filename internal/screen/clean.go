@@ -442,9 +442,16 @@ func (t *Text) csi(final byte) {
 		t.line = slices.Delete(t.line, t.cur, end)
 	case '@': // ICH: insert count blanks, the rest shifts right
 		if t.cur < len(t.line) {
+			// What is pushed past the (assumed) right margin is lost, as on
+			// a terminal: repeated inserts never grow a line without bound.
+			limit := max(t.lineRunes, maxPadColumn)
 			count = min(count, maxPadColumn)
 			t.line = slices.Insert(t.line, t.cur, spaces(count)...)
 			t.lineRunes += count
+			if t.lineRunes > limit {
+				t.line = t.line[:t.runeEnd(0, limit)]
+				t.lineRunes = limit
+			}
 		}
 	}
 }

@@ -46,6 +46,7 @@ func TestClean(t *testing.T) {
 		{"delete chars", "abcdef\x1b[2G\x1b[2P\n", "adef\n"},
 		{"insert blanks", "abcdef\x1b[2G\x1b[2@\n", "a  bcdef\n"},
 		{"erase chars", "abcdef\x1b[2G\x1b[3X\n", "a   ef\n"},
+		{"inserts are bounded", "ab\x1b[G" + strings.Repeat("\x1b[999@", 5) + "\n", strings.Repeat(" ", maxPadColumn) + "\n"},
 		{"backspace", "abc\b\bX\n", "aXc\n"},
 		{"backspace stops at zero", "a\b\b\bb\n", "b\n"},
 		{"overstrike", "_\bu_\bl\n", "ul\n"},

@@ -337,12 +337,14 @@ func FuzzEmulator(f *testing.F) {
 		e := NewEmulator(c, r)
 		defer e.Close()
 		writeOrHang(t, e, raw)
-		o := newDirectEmulator(c, r)
-		defer o.Close()
-		writeOrHang(t, o, raw)
 		s := e.Snapshot()
-		if diff := cmp.Diff(o.Snapshot(), s); diff != "" {
-			t.Fatalf("held screen differs from direct (-direct +held):\n%s", diff)
+		if !controlInsideEscape(raw) {
+			o := newDirectEmulator(c, r)
+			defer o.Close()
+			writeOrHang(t, o, raw)
+			if diff := cmp.Diff(o.Snapshot(), s); diff != "" {
+				t.Fatalf("held screen differs from direct (-direct +held):\n%s", diff)
+			}
 		}
 		if s.Cols != c || s.Rows != r || len(s.Lines) != r {
 			t.Fatalf("snapshot %dx%d with %d lines; want %dx%d", s.Cols, s.Rows, len(s.Lines), c, r)
@@ -418,7 +420,7 @@ func sameScreen(t *testing.T, cols, rows int, chunks [][]byte, peeks map[int]boo
 
 func TestHolderMatchesDirect(t *testing.T) {
 	var logLines, bare, colored, progress, wrapped bytes.Buffer
-	for i := range 300 {
+	for i := range 150 {
 		fmt.Fprintf(&logLines, "log line %d of the build %s\r\n", i, strings.Repeat("=", i%70))
 		fmt.Fprintf(&bare, "bare %d\n", i)
 		fmt.Fprintf(&colored, "\x1b[3%dmcolored\x1b[0m %d\x1b[K\r\n", i%8, i)
@@ -447,14 +449,15 @@ func TestHolderMatchesDirect(t *testing.T) {
 		{"alt screen", "\x1b[?1049h", logLines.Bytes(), "\x1b[?1049l"},
 		{"inside an osc", "\x1b]0;title ", logLines.Bytes(), "\x07"},
 		{"8-bit csi before", "\x9b5;5H", logLines.Bytes(), ""},
-		{"wide text", "", bytes.Repeat([]byte("日本語のログ 😀\r\n"), 200), ""},
+		{"wide text", "", bytes.Repeat([]byte("日本語のログ 😀\r\n"), 120), ""},
 		{"newline mode", "\x1b[20h", bare.Bytes(), ""},
 		{"origin mode and margins", "\x1b[2;8r\x1b[?6h", logLines.Bytes(), ""},
+		{"long repeats", "ab\x1b[65535b\r\n日\x1b[40000b\x1b[4l\x1b[?7lz\x1b[3000b", logLines.Bytes(), "x\x1b[65535by"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stream := slices.Concat([]byte(tt.prefix), tt.body, []byte(tt.suffix))
-			for _, size := range []int{len(stream), 4096, 100, 7, 1} {
+			for _, size := range []int{len(stream), 4096, 61, 7} {
 				var chunks [][]byte
 				for p := stream; len(p) > 0; {
 					k := min(size, len(p))
@@ -478,7 +481,7 @@ func TestHolderDrops(t *testing.T) {
 	var fed int
 	e.hold.out = func(p []byte) {
 		fed += len(p)
-		_, _ = e.term.Write(p)
+		e.batch = append(e.batch, p...)
 	}
 	var log bytes.Buffer
 	for i := range 100000 {
@@ -494,5 +497,88 @@ func TestHolderDrops(t *testing.T) {
 	}
 	if fed > log.Len()/100 {
 		t.Errorf("the emulator was fed %d of %d bytes", fed, log.Len())
+	}
+}
+
+// controlInsideEscape reports whether raw has a C0 control inside an ESC or
+// CSI sequence, a sequence longer than the holder keeps, or a number it may
+// cap, or a string ended by ESC and not ST (x/vt then stays in a DCS and
+// swallows what follows; the holder gives it an ST). The holder gives
+// such a control to x/vt ahead of the sequence, as a DEC terminal executes
+// it, where x/vt itself misparses it (and can spend seconds on the result),
+// and drops the excess of an overlong sequence: there the direct emulator
+// is no oracle.
+func controlInsideEscape(raw []byte) bool {
+	for p := raw; len(p) > 0; {
+		r, size := utf8.DecodeRune(p)
+		if r == utf8.RuneError && size == 1 && p[0] >= 0xc2 && p[0] <= 0xf4 {
+			return true // a broken rune: x/vt eats the bytes after it, the holder does not
+		}
+		p = p[size:]
+	}
+	const ground, esc, csi, str, strEsc = 0, 1, 2, 3, 4
+	state, n, digits := ground, 0, 0
+	for _, c := range raw {
+		n++
+		if c >= '0' && c <= '9' {
+			digits++
+		} else {
+			digits = 0
+		}
+		switch {
+		case state == str:
+			if c == 0x1b {
+				state = strEsc
+			} else if c == 0x07 || c == 0x18 || c == 0x1a {
+				state = ground
+			}
+		case state == strEsc:
+			if c != '\\' {
+				return true // the holder ends the string with an ST here
+			}
+			state = ground
+		case state == csi && digits > 4:
+			return true // a number the holder may cap
+		case c == 0x1b:
+			state, n = esc, 1
+		case c == 0x9b:
+			state, n = csi, 1
+		case c == 0x90 || c == 0x98 || c == 0x9d || c == 0x9e || c == 0x9f:
+			state = str
+		case state == ground:
+		case c < 0x20 && c != 0x18 && c != 0x1a, n >= maxHeldCS:
+			return true
+		case state == esc && c == '[':
+			state = csi
+		case state == esc && (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_'):
+			state = str
+		case c >= 0x80, c == 0x18, c == 0x1a,
+			state == esc && c >= 0x30 && c <= 0x7e,
+			state == csi && c >= 0x40 && c <= 0x7e:
+			state = ground
+		}
+	}
+	return false
+}
+
+// TestEmulatorSurvivesPanics feeds what makes x/vt panic (a reverse index
+// under a scroll region reaching past the bottom of the screen): the held
+// Emulator never hands x/vt such a region, and the guard keeps even a
+// direct one alive, with a fresh screen.
+func TestEmulatorSurvivesPanics(t *testing.T) {
+	crash := []byte("\x1b[1;24r\x1b[H\x1bM")
+	for _, direct := range []bool{false, true} {
+		e := NewEmulator(20, 3)
+		if direct {
+			e.hold = nil
+		}
+		e.Write([]byte("before"))
+		e.Write(crash)
+		e.Write([]byte("\x1b[Hafter"))
+		s := e.Snapshot()
+		if s.Lines[0] != "after" || s.Rows != 3 || s.Cols != 20 {
+			t.Errorf("direct=%v: after the crash %dx%d %q; want a working 20x3 screen", direct, s.Cols, s.Rows, s.Lines)
+		}
+		e.Close()
 	}
 }

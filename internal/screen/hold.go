@@ -3,6 +3,7 @@ package screen
 import (
 	"bytes"
 	"cmp"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -13,7 +14,7 @@ import (
 // sits in front of the emulator and holds back runs of such text, dropping
 // their middle, so a 50 MiB log costs a few screens of scrolling.
 //
-// Dropping is exact, not a guess. A "plain" run holds only printable text,
+// Dropping is exact, not a guess (with x/vt as the reference). A "plain" run holds only printable text,
 // CR, LF, BS, TAB and the SGR and EL sequences (colors, erase in line): it
 // never moves the cursor up nor changes a mode. If the part Y kept at the
 // end of a run starts with a CR (so its first column is known whatever came
@@ -28,10 +29,13 @@ import (
 // start; a CAN written before the kept part forces the emulator's parser
 // to its ground state, should the two ever disagree.
 type holder struct {
+	cols   int
 	rows   int
 	state  uint8
 	osc    bool   // the string being skipped is an OSC (BEL ends it)
-	seq    []byte // a CSI held back while it may still be SGR or EL
+	seq    []byte // the escape sequence being read, held back until complete
+	pend   []byte // the start of a UTF-8 rune cut by the end of a write
+	escFed int    // 1: the ESC starting seq went to the emulator (see settle)
 	run    []byte // plain text not yet given to the emulator
 	lfs    int    // line feeds in run
 	trimAt int
@@ -43,27 +47,35 @@ type holder struct {
 // Holder states: where the emulator's parser is, as far as plain runs go.
 const (
 	hGround uint8 = iota
-	hEsc
-	hEscInter
-	hCSI // a CSI; held in seq while seq is not empty, else given through
+	hEsc          // ESC and intermediates
+	hCSI
 	hString
 	hStringEsc
 )
 
+var st = []byte("\x1b\\")
+
 const (
 	can       = 0x18
-	maxHeldCS = 64 // a longer CSI is no color; give it through
+	maxHeldCS = 64 // bytes of a sequence kept: a longer one is garbage
 )
 
-func newHolder(rows int, out func([]byte)) *holder {
+func newHolder(cols, rows int, out func([]byte)) *holder {
 	h := &holder{out: out}
-	h.setRows(rows)
+	h.resize(cols, rows)
 	return h
 }
 
-// setRows follows a resize, which also resets x/vt's scroll regions.
-func (h *holder) setRows(rows int) {
-	h.rows = rows
+// reset forgets everything held, for a terminal that starts over.
+func (h *holder) reset() {
+	h.state, h.escFed = hGround, 0
+	h.seq, h.run, h.pend = h.seq[:0], h.run[:0], h.pend[:0]
+	h.lfs, h.trimAt, h.region = 0, 4*h.rows, false
+}
+
+// resize follows a resize, which also resets x/vt's scroll regions.
+func (h *holder) resize(cols, rows int) {
+	h.cols, h.rows = cols, rows
 	h.trimAt = 4 * rows
 	h.region = false
 }
@@ -79,12 +91,24 @@ func (h *holder) flush() {
 	h.trimAt = 4 * h.rows
 }
 
+// settle makes the emulator's screen current: the held run goes, and an
+// ESC that may end a string is given, so the string takes effect (a title
+// set by "ESC ] 0 ; t ESC"). The ESC stays first in seq, marked as given.
+func (h *holder) settle() {
+	h.flush()
+	if h.state == hStringEsc {
+		h.emit(0x1b)
+		h.seq, h.escFed = append(h.seq[:0], 0x1b), 1
+		h.state = hEsc
+	}
+}
+
 // spill gives everything held to the emulator: the run, then the CSI.
 func (h *holder) spill() {
 	h.flush()
 	if len(h.seq) > 0 {
-		h.out(h.seq)
-		h.seq = h.seq[:0]
+		h.out(h.seq[h.escFed:])
+		h.seq, h.escFed = h.seq[:0], 0
 	}
 }
 
@@ -94,33 +118,36 @@ func (h *holder) emit(c byte) {
 }
 
 func (h *holder) write(p []byte) {
+	if len(h.pend) > 0 {
+		p = h.finishRune(p)
+	}
 	i := 0
 	for i < len(p) {
 		switch h.state {
 		case hGround:
 			i = h.ground(p, i)
 		case hEsc:
-			c := p[i]
-			i++
-			h.escape(c)
-		case hEscInter:
-			c := p[i]
-			i++
-			h.emit(c)
-			switch {
-			case c == 0x1b:
-				h.state = hEsc
-			case c >= 0x30 && c <= 0x7e, c == can, c == 0x1a, c >= 0x80:
-				h.state = hGround
+			if h.escape(p[i]) {
+				i++
 			}
 		case hCSI:
-			c := p[i]
-			i++
-			h.csi(c)
+			if h.csi(p[i]) {
+				i++
+			}
 		case hString:
 			j := i
 			for j < len(p) && !h.endsString(p[j]) {
 				j++
+			}
+			if j < len(p) && p[j] >= 0x80 {
+				// x/vt ends an SOS, PM or APC at any high byte (a UTF-8
+				// rune prints): what follows counts from ground state.
+				if j > i {
+					h.out(p[i:j])
+				}
+				i = j
+				h.state = hGround
+				continue
 			}
 			if j > i {
 				h.out(p[i:j])
@@ -129,25 +156,229 @@ func (h *holder) write(p []byte) {
 				return
 			}
 			c := p[j]
-			h.emit(c)
 			i = j + 1
 			if c == 0x1b {
 				h.state = hStringEsc
-			} else {
-				h.state = hGround
-			}
-		case hStringEsc:
-			if p[i] == '\\' {
-				h.emit('\\')
-				h.state = hGround
-				i++
 				continue
 			}
-			// ESC then anything else: the string ended and a new escape
-			// sequence, whose ESC the emulator already has, begins.
+			h.emit(c)
+			h.state = hGround
+		case hStringEsc:
+			// ST ends the string; so does ESC followed by anything else, which
+			// starts a new sequence: the emulator gets an ST for the ESC, and
+			// the new sequence is read (and held) from its start.
+			h.out(st)
+			h.seq, h.escFed = append(h.seq[:0], 0x1b), 0
 			h.state = hEsc
+			if p[i] == '\\' {
+				h.seq = h.seq[:0]
+				h.state = hGround
+				i++
+			}
 		}
 	}
+}
+
+// execute gives a C0 control met inside an escape sequence to the emulator
+// at once, ahead of the held sequence: it acts right away, and the
+// sequence goes on, as in a DEC parser. (x/vt, given a control inside a
+// CSI itself, can dispatch it with a wild count and spend seconds on it.)
+func (h *holder) execute(c byte) {
+	h.flush()
+	h.emit(c)
+}
+
+// finishRune completes the rune cut by the previous write with the first
+// bytes of p and returns the rest of p.
+func (h *holder) finishRune(p []byte) []byte {
+	n := len(h.pend)
+	b := append(h.pend, p[:min(len(p), utf8.UTFMax-n)]...)
+	if !utf8.FullRune(b) {
+		h.pend = b
+		return nil
+	}
+	h.pend = h.pend[:0]
+	r, size := utf8.DecodeRune(b)
+	if size > n {
+		if r <= 0x9f { // a C1 control, spelled in UTF-8
+			h.flush()
+			h.out(b[:size])
+		} else {
+			h.hold(b[:size], 0)
+		}
+		return p[size-n:]
+	}
+	// Not a rune after all: the lead byte is invalid; the bytes after it
+	// count again, as they would have in one write.
+	rest := append([]byte(nil), b[1:n]...)
+	h.flush()
+	h.out(replacement)
+	h.write(rest)
+	return p
+}
+
+// hold appends plain bytes holding lf line feeds to the run. A run starts
+// at a CR: what comes before goes through at once, so that the run, written
+// later on its own, never begins inside a character (x/vt ends a grapheme
+// cluster at the end of each write; a CR ends it anyway).
+func (h *holder) hold(b []byte, lf int) {
+	if len(h.run) == 0 {
+		k := bytes.IndexByte(b, '\r')
+		if k < 0 {
+			h.out(b)
+			return
+		}
+		if k > 0 {
+			lf -= bytes.Count(b[:k], newline)
+			h.out(b[:k])
+			b = b[k:]
+		}
+	}
+	h.run = append(h.run, b...)
+	h.lfs += lf
+	if h.lfs >= h.trimAt {
+		h.trim()
+	}
+}
+
+// escape handles a byte after ESC (and intermediates), held in seq. It
+// reports whether c was consumed.
+func (h *holder) escape(c byte) bool {
+	switch {
+	case c == can || c == 0x1a:
+		h.spill()
+		h.emit(c)
+		h.state = hGround
+	case c == 0x1b:
+		h.spill()
+		h.seq = append(h.seq, c)
+	case c < 0x20:
+		h.execute(c)
+	case c == '[' && len(h.seq) == 1:
+		h.seq = append(h.seq, c)
+		h.state = hCSI
+	case c >= 0x20 && c <= 0x2f:
+		if len(h.seq) < maxHeldCS {
+			h.seq = append(h.seq, c)
+		}
+	case c >= 0x30 && c <= 0x7e:
+		first := len(h.seq) == 1
+		h.seq = append(h.seq, c)
+		h.spill()
+		h.state = hGround
+		switch {
+		case first && c == ']':
+			h.state, h.osc = hString, true
+		case first && (c == 'P' || c == 'X' || c == '^' || c == '_'):
+			h.state, h.osc = hString, false
+		case first && c == 'c': // RIS: a full reset, margins included
+			h.region = false
+		}
+	case c == 0x7f:
+		// Ignored inside a sequence.
+	default:
+		// A high byte ends the sequence; it counts from ground state.
+		h.spill()
+		h.state = hGround
+		return false
+	}
+	return true
+}
+
+// csi handles a byte of a CSI, held in seq. It reports whether c was
+// consumed. Past maxHeldCS bytes, parameters are dropped: x/vt keeps at
+// most 32 parameters anyway, and a sequence that long is noise.
+func (h *holder) csi(c byte) bool {
+	switch {
+	case c == can || c == 0x1a:
+		h.spill()
+		h.emit(c)
+		h.state = hGround
+	case c == 0x1b:
+		h.spill()
+		h.seq = append(h.seq, c)
+		h.state = hEsc
+	case c < 0x20:
+		h.execute(c)
+	case c <= 0x3f:
+		if len(h.seq) < maxHeldCS {
+			h.seq = append(h.seq, c)
+		}
+	case c <= 0x7e:
+		h.seq = append(h.seq, c)
+		h.state = hGround
+		h.clampParams()
+		if plainCSI(h.seq) {
+			h.hold(h.seq[h.escFed:], 0)
+			h.seq, h.escFed = h.seq[:0], 0
+			return true
+		}
+		switch c {
+		case 'b':
+			h.clampRepeat()
+		case 'r':
+			h.clampRegion()
+			if full, ok := decstbm(h.seq, h.rows); ok {
+				h.region = !full
+			}
+		}
+		h.spill()
+	case c == 0x7f:
+		// Ignored inside a sequence.
+	default:
+		h.spill()
+		h.state = hGround
+		return false
+	}
+	return true
+}
+
+// clampParams caps every number of the held CSI at maxCSIParam. x/vt takes
+// numbers of any size and loops on some (a back tab of 10^10 stops runs for
+// seconds); no terminal has 65536 of anything.
+func (h *holder) clampParams() {
+	p := params(h.seq)
+	long, digits := false, 0
+	for _, c := range p {
+		if c >= '0' && c <= '9' {
+			if digits++; digits > 5 {
+				long = true
+				break
+			}
+		} else {
+			digits = 0
+		}
+	}
+	if !long {
+		return
+	}
+	start := len(h.seq) - len(p) - 1
+	out := append([]byte(nil), h.seq[:start]...)
+	n, in := 0, false
+	for _, c := range p {
+		if c >= '0' && c <= '9' {
+			n, in = min(n*10+int(c-'0'), maxCSIParam), true
+			continue
+		}
+		if in {
+			out = strconv.AppendInt(out, int64(n), 10)
+			n, in = 0, false
+		}
+		out = append(out, c)
+	}
+	if in {
+		out = strconv.AppendInt(out, int64(n), 10)
+	}
+	h.seq = append(out, h.seq[len(h.seq)-1])
+}
+
+// params returns the parameter and intermediate bytes of the CSI seq
+// (ESC [ ... final, or 0x9b ... final).
+func params(seq []byte) []byte {
+	if seq[0] == 0x9b {
+		return seq[1 : len(seq)-1]
+	}
+	return seq[2 : len(seq)-1]
 }
 
 func (h *holder) endsString(c byte) bool {
@@ -157,7 +388,7 @@ func (h *holder) endsString(c byte) bool {
 	case 0x07:
 		return h.osc
 	}
-	return false
+	return c >= 0x80 && !h.osc
 }
 
 // ground takes the plain run starting at p[i] into run and handles the
@@ -179,10 +410,10 @@ scan:
 		case c < utf8.RuneSelf:
 			break scan
 		case !utf8.FullRune(p[i:]):
-			// A rune cut by the end of the write stays with the run; its
-			// continuation bytes, alone in the next write, end the run
-			// there, so the emulator still gets the bytes in order.
-			i = len(p)
+			// A rune cut by the end of the write waits for the next one.
+			h.hold(p[start:i], lf)
+			h.pend = append(h.pend[:0], p[i:]...)
+			return len(p)
 		default:
 			r, size := utf8.DecodeRune(p[i:])
 			if (r == utf8.RuneError && size == 1) || r <= 0x9f {
@@ -191,18 +422,19 @@ scan:
 			i += size
 		}
 	}
-	h.run = append(h.run, p[start:i]...)
-	h.lfs += lf
-	if h.lfs >= h.trimAt {
-		h.trim()
-	}
+	h.hold(p[start:i], lf)
 	if i == len(p) {
 		return i
 	}
 	c := p[i]
 	if c == 0x1b {
-		h.seq = append(h.seq[:0], c)
+		h.seq, h.escFed = append(h.seq[:0], c), 0
 		h.state = hEsc
+		return i + 1
+	}
+	if c == 0x9b { // a raw 8-bit CSI, held as ESC [ is
+		h.seq, h.escFed = append(h.seq[:0], c), 0
+		h.state = hCSI
 		return i + 1
 	}
 	// A control, an invalid byte or a C1 control: to the emulator now.
@@ -211,11 +443,16 @@ scan:
 	if c >= utf8.RuneSelf {
 		_, size = utf8.DecodeRune(p[i:])
 	}
+	if c >= 0xc2 && c <= 0xf4 && size == 1 {
+		// A UTF-8 lead byte without its continuation: x/vt would take the
+		// next bytes as the rest of the rune, whatever they are (an ESC, a
+		// line feed). It gets a U+FFFD instead, as the rune it shows.
+		h.out(replacement)
+		return i + 1
+	}
 	h.out(p[i : i+size])
 	if size == 1 {
 		switch c {
-		case 0x9b:
-			h.state = hCSI
 		case 0x9d:
 			h.state, h.osc = hString, true
 		case 0x90, 0x98, 0x9e, 0x9f:
@@ -225,81 +462,6 @@ scan:
 	return i + size
 }
 
-// escape handles the byte after ESC; seq holds the ESC unless it was
-// already given through.
-func (h *holder) escape(c byte) {
-	if c == '[' {
-		if len(h.seq) > 0 {
-			h.seq = append(h.seq, c)
-		} else {
-			h.emit(c)
-		}
-		h.state = hCSI
-		return
-	}
-	h.spill()
-	if c == 0x1b {
-		h.seq = append(h.seq[:0], c)
-		return
-	}
-	h.emit(c)
-	switch {
-	case c == ']':
-		h.state, h.osc = hString, true
-	case c == 'P' || c == 'X' || c == '^' || c == '_':
-		h.state, h.osc = hString, false
-	case c >= 0x20 && c <= 0x2f:
-		h.state = hEscInter
-	case c >= 0x30 && c <= 0x7e:
-		if c == 'c' { // RIS: a full reset, margins included
-			h.region = false
-		}
-		h.state = hGround
-	case c == can || c == 0x1a || c >= 0x80:
-		h.state = hGround
-	}
-	// Other controls execute inside the sequence, which goes on.
-}
-
-func (h *holder) csi(c byte) {
-	if len(h.seq) == 0 { // given through already
-		h.emit(c)
-		switch {
-		case c == 0x1b:
-			h.state = hEsc
-		case c >= 0x40 && c <= 0x7e, c == can, c == 0x1a, c >= 0x80:
-			h.state = hGround
-		}
-		return
-	}
-	switch {
-	case c >= 0x20 && c <= 0x3f:
-		h.seq = append(h.seq, c)
-		if len(h.seq) > maxHeldCS {
-			h.spill()
-		}
-	case c >= 0x40 && c <= 0x7e:
-		h.seq = append(h.seq, c)
-		h.state = hGround
-		if plainCSI(h.seq) {
-			h.run = append(h.run, h.seq...)
-			h.seq = h.seq[:0]
-			return
-		}
-		if c == 'r' {
-			if full, ok := decstbm(h.seq, h.rows); ok {
-				h.region = !full
-			}
-		}
-		h.spill()
-	default:
-		// A control, DEL or a high byte inside the CSI: give the sequence
-		// through and let the emulator make of it what it does.
-		h.spill()
-		h.csi(c)
-	}
-}
-
 // plainCSI reports whether seq (ESC [ ... final) is SGR or EL: it only
 // colors or erases within the cursor's line.
 func plainCSI(seq []byte) bool {
@@ -307,7 +469,7 @@ func plainCSI(seq []byte) bool {
 	if final != 'm' && final != 'K' {
 		return false
 	}
-	for _, c := range seq[2 : len(seq)-1] {
+	for _, c := range params(seq) {
 		if (c < '0' || c > '9') && c != ';' && c != ':' {
 			return false
 		}
@@ -315,12 +477,40 @@ func plainCSI(seq []byte) bool {
 	return true
 }
 
+// clampRepeat shortens a REP (ESC [ n b) whose count would print more than
+// fills the screen a few times: x/vt prints (and scrolls) it one character
+// at a time, and n goes up to 65535. Once the screen is all that character,
+// only the final column matters, so n keeps its remainder modulo a whole
+// number of rows (of narrow and of wide characters alike).
+func (h *holder) clampRepeat() {
+	n := atoiCapped(params(h.seq))
+	filled := h.cols * (h.rows + 2)
+	period := h.cols * max(h.cols/2, 1)
+	if n <= filled+period {
+		return
+	}
+	n = filled + (n-filled)%period
+	h.seq = append(append(h.seq[:len(h.seq)-len(params(h.seq))-1], strconv.Itoa(n)...), 'b')
+}
+
+// clampRegion keeps the bottom margin of a DECSTBM on the screen: x/vt
+// keeps a margin past the bottom as it is, and panics on it later.
+func (h *holder) clampRegion() {
+	p := params(h.seq)
+	top, bottom, ok := bytes.Cut(p, []byte{';'})
+	if !ok || atoiCapped(bottom) <= h.rows || atoiCapped(top) < 0 {
+		return
+	}
+	start := len(h.seq) - len(p) - 1
+	h.seq = append(append(append(h.seq[:start], top...), ';'), strconv.Itoa(h.rows)+"r"...)
+}
+
 // decstbm reads the DECSTBM seq (ESC [ top ; bottom r) as x/vt does:
 // whether it sets the scroll region to the whole screen, and whether it
 // does anything at all (x/vt ignores top >= bottom, and keeps a bottom
 // below the screen as it is).
 func decstbm(seq []byte, rows int) (full, ok bool) {
-	top, bottom, _ := bytes.Cut(seq[2:len(seq)-1], []byte{';'})
+	top, bottom, _ := bytes.Cut(params(seq), []byte{';'})
 	t, b := 1, rows
 	if len(top) > 0 {
 		t = atoiCapped(top)
