@@ -279,6 +279,17 @@ func TestLocalBwrapConfinesWrites(t *testing.T) {
 		t.Errorf("the sandbox wrote %s on the host", outside)
 		os.Remove(outside)
 	}
+	// How the sandbox is started again is out of its reach: a sandbox that
+	// could rewrite it could restart itself unisolated.
+	meta := filepath.Join(dir, "sandboxes", sb.ID, "sandbox.json")
+	before, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, c, s.ID, "echo '{\"isolated\": false}' > "+meta+" 2>/dev/null; true")
+	if after, _ := os.ReadFile(meta); string(after) != string(before) {
+		t.Errorf("the sandbox rewrote its own %s", meta)
+	}
 }
 
 // A daemon that dies is brought back, and its sessions with their cwd and

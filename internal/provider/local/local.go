@@ -197,7 +197,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 		}
 		workdir = spec.Workspace
 	}
-	for _, d := range []string{filepath.Join(dir, "state"), workdir, spec.SocketDir} {
+	for _, d := range []string{p.stateDir(spec.ID), workdir, spec.SocketDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return sandbox.Instance{}, fmt.Errorf("creating %s: %w", d, err)
 		}
@@ -227,7 +227,7 @@ func (p *Provider) spawn(m meta) (*proc, error) {
 	args := []string{m.Spec.LimbsdPath,
 		"--listen", "unix://" + sock,
 		"--workdir", m.Workdir,
-		"--state-dir", filepath.Join(dir, "state"),
+		"--state-dir", p.stateDir(m.Spec.ID),
 	}
 	if m.Isolated {
 		if p.bwrap == "" {
@@ -269,9 +269,11 @@ func (p *Provider) spawn(m meta) (*proc, error) {
 }
 
 // bwrapArgs builds the bubblewrap command line: the host root read-only,
-// a fresh /dev, /proc and /tmp, the Hide paths masked, and only the
-// sandbox's own directories writable. Order matters: a later mount covers an
-// earlier one.
+// a fresh /dev, /proc and /tmp, the Hide paths masked, and writable only
+// what limbsd needs: its workspace, state dir and socket dir. Never the
+// sandbox's directory as a whole: sandbox.json there says how to start it
+// again, and a sandbox that could rewrite it could start itself unisolated.
+// Order matters: a later mount covers an earlier one.
 func (p *Provider) bwrapArgs(m meta) []string {
 	a := []string{p.bwrap,
 		"--ro-bind", "/", "/",
@@ -286,13 +288,8 @@ func (p *Provider) bwrapArgs(m meta) []string {
 	}
 	// limbsd itself may live under /tmp or a hidden path (a test build).
 	a = append(a, "--ro-bind", m.Spec.LimbsdPath, m.Spec.LimbsdPath)
-	dir := p.dir(m.Spec.ID)
-	a = append(a, "--bind", dir, dir)
-	if !within(m.Spec.SocketDir, dir) {
-		a = append(a, "--bind", m.Spec.SocketDir, m.Spec.SocketDir)
-	}
-	if !within(m.Workdir, dir) {
-		a = append(a, "--bind", m.Workdir, m.Workdir)
+	for _, d := range []string{m.Workdir, p.stateDir(m.Spec.ID), m.Spec.SocketDir} {
+		a = append(a, "--bind", d, d)
 	}
 	a = append(a, "--unshare-pid", "--unshare-ipc", "--chdir", m.Workdir)
 	if m.Spec.Network != "bridge" {
@@ -301,10 +298,7 @@ func (p *Provider) bwrapArgs(m meta) []string {
 	return append(a, "--")
 }
 
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-}
+func (p *Provider) stateDir(id string) string { return filepath.Join(p.dir(id), "state") }
 
 // sandboxEnv is limbsd's environment, hence every shell's: a small base
 // (nothing of the control plane's own environment, which may hold secrets),

@@ -96,8 +96,9 @@ func TestBwrapArgsOrder(t *testing.T) {
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
 		"--tmpfs", "/", // Hide, before anything is bound back in
 		"--ro-bind", "/opt/limbsd", "/opt/limbsd",
-		"--bind", "/state/sandboxes/sb_x", "/state/sandboxes/sb_x",
 		"--bind", "/home/me/project", "/home/me/project",
+		"--bind", "/state/sandboxes/sb_x/state", "/state/sandboxes/sb_x/state",
+		"--bind", "/state/sandboxes/sb_x/run", "/state/sandboxes/sb_x/run",
 		"--unshare-pid", "--unshare-ipc", "--chdir", "/home/me/project", "--unshare-net", "--",
 	}
 	if d := cmp.Diff(want, got); d != "" {
