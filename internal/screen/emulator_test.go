@@ -443,15 +443,15 @@ func TestHolderMatchesDirect(t *testing.T) {
 		{"colors and erase", "", colored.Bytes(), "\x1b[2A\x1b[Kup two"},
 		{"progress bars", "", progress.Bytes(), ""},
 		{"long wrapped lines", "", wrapped.Bytes(), ""},
-		{"scroll region", "\x1b[3;10r\x1b[5;1H", logLines.Bytes(), "\x1b[r"},
-		{"region then reset", "\x1b[3;10r\x1b[r\x1b[5;1H", logLines.Bytes(), ""},
-		{"cursor below the region", "\x1b[1;5r\x1b[10;1H", logLines.Bytes(), ""},
+		{"scroll region", "\x1b[2;4r\x1b[3;1H", logLines.Bytes(), "\x1b[r"},
+		{"region then reset", "\x1b[2;4r\x1b[r\x1b[3;1H", logLines.Bytes(), ""},
+		{"cursor below the region", "\x1b[1;3r\x1b[5;1H", logLines.Bytes(), ""},
 		{"alt screen", "\x1b[?1049h", logLines.Bytes(), "\x1b[?1049l"},
 		{"inside an osc", "\x1b]0;title ", logLines.Bytes(), "\x07"},
 		{"8-bit csi before", "\x9b5;5H", logLines.Bytes(), ""},
 		{"wide text", "", bytes.Repeat([]byte("日本語のログ 😀\r\n"), 120), ""},
 		{"newline mode", "\x1b[20h", bare.Bytes(), ""},
-		{"origin mode and margins", "\x1b[2;8r\x1b[?6h", logLines.Bytes(), ""},
+		{"origin mode and margins", "\x1b[2;4r\x1b[?6h", logLines.Bytes(), ""},
 		{"long repeats", "ab\x1b[65535b\r\n日\x1b[40000b\x1b[4l\x1b[?7lz\x1b[3000b", logLines.Bytes(), "x\x1b[65535by"},
 	}
 	for _, tt := range tests {
@@ -466,6 +466,11 @@ func TestHolderMatchesDirect(t *testing.T) {
 				}
 				peeks := map[int]bool{len(chunks) / 3: true, len(chunks) / 2: true}
 				for _, geom := range [][2]int{{80, 24}, {40, 5}, {200, 1}} {
+					if geom[1] < 5 && strings.Contains(tt.prefix, "r\x1b") {
+						// Margins past the bottom: x/vt keeps them (and
+						// panics on them), the holder cuts them to the screen.
+						continue
+					}
 					sameScreen(t, geom[0], geom[1], chunks, peeks)
 				}
 			}
