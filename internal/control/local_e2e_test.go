@@ -265,6 +265,8 @@ func TestLocalBwrapConfinesWrites(t *testing.T) {
 		{"private /tmp", "echo hi > /tmp/x && cat /tmp/x", 0},
 		{"control plane state is hidden", "test ! -e " + filepath.Join(dir, "limbs.db"), 0},
 		{"no network but loopback", "test \"$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ')\" = lo", 0},
+		{"no capabilities", "grep -q '^CapEff:[[:space:]]*0*$' /proc/self/status", 0},
+		{"cannot remount the root", "mount -o remount,rw / 2>/dev/null", 1},
 		{"own pid namespace", "test ! -e /proc/1/cwd || test \"$(cat /proc/1/comm)\" = bwrap", 0},
 	}
 	for _, tc := range tests {

@@ -138,7 +138,7 @@ func probeBwrap() (string, error) {
 		return "", errors.New("bubblewrap not found; install it (apt-get install bubblewrap)")
 	}
 	out, err := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		"--unshare-pid", "--unshare-net", "true").CombinedOutput()
+		"--cap-drop", "ALL", "--unshare-pid", "--unshare-net", "true").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("bubblewrap does not work here (%s); on a container host allow user namespaces, or run limbs serve with Docker", strings.TrimSpace(firstLine(string(out), err)))
 	}
@@ -291,7 +291,9 @@ func (p *Provider) bwrapArgs(m meta) []string {
 	for _, d := range []string{m.Workdir, p.stateDir(m.Spec.ID), m.Spec.SocketDir} {
 		a = append(a, "--bind", d, d)
 	}
-	a = append(a, "--unshare-pid", "--unshare-ipc", "--chdir", m.Workdir)
+	// As root, bubblewrap keeps every capability unless told otherwise:
+	// with CAP_SYS_ADMIN a sandbox would simply remount / read-write.
+	a = append(a, "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--chdir", m.Workdir)
 	if m.Spec.Network != "bridge" {
 		a = append(a, "--unshare-net")
 	}

@@ -99,7 +99,7 @@ func TestBwrapArgsOrder(t *testing.T) {
 		"--bind", "/home/me/project", "/home/me/project",
 		"--bind", "/state/sandboxes/sb_x/state", "/state/sandboxes/sb_x/state",
 		"--bind", "/state/sandboxes/sb_x/run", "/state/sandboxes/sb_x/run",
-		"--unshare-pid", "--unshare-ipc", "--chdir", "/home/me/project", "--unshare-net", "--",
+		"--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--chdir", "/home/me/project", "--unshare-net", "--",
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("bwrap args (-want +got):\n%s", d)
