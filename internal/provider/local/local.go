@@ -281,6 +281,14 @@ func (p *Provider) bwrapArgs(m meta) []string {
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",
 	}
+	// A read-only mount does not stop connect() on a Unix socket: the host's
+	// daemons (Docker's above all, which is root on the host) listen under
+	// /run, so it is masked.
+	for _, d := range []string{"/run", "/var/run"} {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			a = append(a, "--tmpfs", d)
+		}
+	}
 	for _, h := range p.opts.Hide {
 		if _, err := os.Stat(h); err == nil {
 			a = append(a, "--tmpfs", h)

@@ -94,13 +94,20 @@ func TestBwrapArgsOrder(t *testing.T) {
 	got := p.bwrapArgs(m)
 	want := []string{"/usr/bin/bwrap",
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+	}
+	for _, d := range []string{"/run", "/var/run"} {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			want = append(want, "--tmpfs", d)
+		}
+	}
+	want = append(want,
 		"--tmpfs", "/", // Hide, before anything is bound back in
 		"--ro-bind", "/opt/limbsd", "/opt/limbsd",
 		"--bind", "/home/me/project", "/home/me/project",
 		"--bind", "/state/sandboxes/sb_x/state", "/state/sandboxes/sb_x/state",
 		"--bind", "/state/sandboxes/sb_x/run", "/state/sandboxes/sb_x/run",
 		"--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--chdir", "/home/me/project", "--unshare-net", "--",
-	}
+	)
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("bwrap args (-want +got):\n%s", d)
 	}
