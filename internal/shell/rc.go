@@ -23,6 +23,10 @@ var agentEnv = []string{
 	"PS1=",
 }
 
+// envEnd ends a complete environment save: a file without it was cut
+// short (the shell was killed while writing) and is never copied to disk.
+const envEnd = "# limbs: end of environment"
+
 // shq quotes s for a POSIX shell.
 func shq(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
@@ -35,12 +39,12 @@ func shq(s string) string {
 // end marker with the status and cwd, then saves the exported environment
 // for a replacement shell and says so (D); the EXIT trap saves both when
 // the shell exits in the middle of a command (X).
-func bashRC(token, dir, cwd string, restore bool) string {
+func bashRC(token, dir, rdir, cwd, envFile string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "__LIMBS_T=%s\n__LIMBS_D=%s\nreadonly __LIMBS_T __LIMBS_D\n", shq(token), shq(dir))
-	if restore {
+	fmt.Fprintf(&b, "__LIMBS_T=%s\n__LIMBS_D=%s\n__LIMBS_R=%s\n__LIMBS_ENV_END=%s\nreadonly __LIMBS_T __LIMBS_D __LIMBS_R __LIMBS_ENV_END\n", shq(token), shq(dir), shq(rdir), shq(envEnd))
+	if envFile != "" {
 		// The exported environment of the shell this one replaces.
-		b.WriteString(`[ -r "$__LIMBS_D/env" ] && . "$__LIMBS_D/env" 2>/dev/null` + "\n")
+		fmt.Fprintf(&b, ". %s 2>/dev/null\n", shq(envFile))
 	}
 	fmt.Fprintf(&b, "cd -- %s 2>/dev/null || cd 2>/dev/null\n", shq(cwd))
 	b.WriteString(`HISTFILE="$__LIMBS_D/history"
@@ -59,13 +63,13 @@ __limbs_prompt() {
 	printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$s" "$p"
 	# After the end marker, so that saving costs the caller nothing; the
 	# D marker tells the daemon the save is complete.
-	export -p >| "$__LIMBS_D/env" 2>/dev/null
+	{ export -p; echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
 	printf '\e]633;limbs;%s;D\a' "$__LIMBS_T"
 }
 __limbs_exit() {
 	local p=$PWD
 	case $p in *[$'\a\e\n']*) p= ;; esac
-	export -p >| "$__LIMBS_D/env" 2>/dev/null
+	{ export -p; echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
 	printf '\e]633;limbs;%s;X;%s\a' "$__LIMBS_T" "$p"
 }
 PROMPT_COMMAND=__limbs_prompt

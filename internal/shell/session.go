@@ -8,6 +8,7 @@
 package shell
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -68,6 +68,10 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	closed   bool
+	// runDir is scratch space on a memory filesystem when there is one:
+	// command files and the shells' environment saves are written there on
+	// every command, and creating files on a disk costs 0.3 ms or more.
+	runDir string
 }
 
 var resetSignals sync.Once
@@ -101,7 +105,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 			}
 		}
 	})
-	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
+	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*Session{}, runDir: makeRunDir(opts.StateDir)}
 	if err := m.restore(ctx); err != nil {
 		return nil, err
 	}
@@ -118,7 +122,7 @@ type persisted struct {
 	Cwd       string            `json:"cwd"`
 	Shell     string            `json:"shell"`
 	Env       map[string]string `json:"env,omitempty"`
-	NextCmd   int               `json:"next_cmd"`
+	NextCmd   int               `json:"next_cmd,omitempty"` // read by old state; ids come from the c_N.log files
 	Restarts  int               `json:"restarts"`
 }
 
@@ -150,6 +154,20 @@ func (m *Manager) restore(ctx context.Context) error {
 		}()
 	}
 	return nil
+}
+
+// makeRunDir makes a private directory on /dev/shm, or in the state
+// directory when there is no usable /dev/shm.
+func makeRunDir(stateDir string) string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "limbs-"); err == nil {
+			return d
+		}
+	}
+	d := filepath.Join(stateDir, "run")
+	_ = os.RemoveAll(d)
+	_ = os.MkdirAll(d, 0o700)
+	return d
 }
 
 func randomHex(n int) string {
@@ -284,14 +302,20 @@ func (m *Manager) Close() error {
 		go func() { defer wg.Done(); s.close(false) }()
 	}
 	wg.Wait()
+	_ = os.RemoveAll(m.runDir)
 	return nil
 }
 
 func (m *Manager) newSession(ps persisted, restored bool) (*Session, error) {
 	dir := filepath.Join(m.opts.StateDir, "sessions", ps.ID)
-	if err := os.MkdirAll(filepath.Join(dir, "c"), 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session state directory: %w", err)
 	}
+	rdir := filepath.Join(m.runDir, ps.ID)
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		return nil, fmt.Errorf("session run directory: %w", err)
+	}
+	ps.NextCmd = max(ps.NextCmd, lastCommandNumber(dir))
 	out, err := openStream(filepath.Join(dir, "stream.log"))
 	if err != nil {
 		return nil, err
@@ -303,7 +327,7 @@ func (m *Manager) newSession(ps persisted, restored bool) (*Session, error) {
 		env = append(env, k+"="+v)
 	}
 	s := &Session{
-		m: m, id: ps.ID, name: ps.Name, created: ps.CreatedAt, dir: dir,
+		m: m, id: ps.ID, name: ps.Name, created: ps.CreatedAt, dir: dir, rdir: rdir,
 		token: randomHex(16), shellPath: ps.Shell, env: dedupEnv(env), reqEnv: ps.Env,
 		log: m.log.With("session", ps.ID), out: out,
 		cols: ps.Cols, rows: ps.Rows, cwd: ps.Cwd, nextCmd: ps.NextCmd, restarts: ps.Restarts,
@@ -313,6 +337,22 @@ func (m *Manager) newSession(ps persisted, restored bool) (*Session, error) {
 	go s.persistLoop()
 	s.persist()
 	return s, nil
+}
+
+// lastCommandNumber is the highest N of the c_N.log files in dir, so that
+// command ids never repeat across daemon restarts.
+func lastCommandNumber(dir string) int {
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, "c_") && strings.HasSuffix(name, ".log") {
+			if v, err := strconv.Atoi(name[2 : len(name)-4]); err == nil {
+				n = max(n, v)
+			}
+		}
+	}
+	return n
 }
 
 // dedupEnv keeps the last value of each variable.
@@ -336,7 +376,8 @@ type Session struct {
 	m         *Manager
 	id, name  string
 	created   time.Time
-	dir       string
+	dir       string // state: survives daemon and machine restarts
+	rdir      string // scratch on a memory filesystem
 	token     string
 	shellPath string
 	env       []string
@@ -374,6 +415,14 @@ type Session struct {
 
 	persistC    chan struct{}
 	stopPersist chan struct{}
+
+	persistMu  sync.Mutex // serialises writeState
+	savedEnv   []byte
+	savedState []byte
+	// A log file made ahead for the next command id, so that creating it
+	// is not on the command's path. Guarded by mu.
+	nextLog     *os.File
+	nextLogPath string
 }
 
 type resizeAt struct {
@@ -386,7 +435,6 @@ type resizeAt struct {
 type command struct {
 	id       string
 	text     string
-	script   string
 	logPath  string
 	logf     *os.File
 	typedAt  time.Time
@@ -471,7 +519,15 @@ func (s *Session) shell(ctx context.Context) (*proc, error) {
 
 // startLocked spawns a shell. s.mu is held.
 func (s *Session) startLocked() (*proc, error) {
-	restore := s.restored || s.restarts > 0 || s.last != nil
+	// The newest saved environment: the scratch copy a shell of this
+	// daemon wrote, else the one on disk from an earlier daemon.
+	envFile := ""
+	for _, f := range []string{filepath.Join(s.rdir, "env"), filepath.Join(s.dir, "env")} {
+		if b, err := os.ReadFile(f); err == nil && bytes.HasSuffix(b, []byte(envEnd+"\n")) {
+			envFile = f
+			break
+		}
+	}
 	cwd := s.cwd
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		cwd = s.m.opts.Workdir
@@ -480,10 +536,10 @@ func (s *Session) startLocked() (*proc, error) {
 		}
 	}
 	bash := isBash(s.shellPath)
-	rcPath := filepath.Join(s.dir, "rc")
+	rcPath := filepath.Join(s.rdir, "rc")
 	var rc string
 	if bash {
-		rc = bashRC(s.token, s.dir, cwd, restore)
+		rc = bashRC(s.token, s.dir, s.rdir, cwd, envFile)
 	} else {
 		rc = shRC(s.token, cwd)
 	}
@@ -628,11 +684,12 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 		}
 	case evSaved:
 		s.saved = s.ends
+		s.persist()
 	case evExit:
 		if ev.cwd != "" {
 			s.cwd = ev.cwd
-			s.persist()
 		}
+		s.persist()
 	case evEnd:
 		s.ends++
 		if ev.cwd != "" {
@@ -659,10 +716,20 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 func (s *Session) newCommandLocked(text string) *command {
 	s.nextCmd++
 	id := "c_" + strconv.Itoa(s.nextCmd)
-	return &command{
+	c := &command{
 		id: id, text: text, logPath: filepath.Join(s.dir, id+".log"),
-		script: filepath.Join(s.dir, "c", id), startOff: -1, typedAt: time.Now(), done: make(chan struct{}),
+		startOff: -1, typedAt: time.Now(), done: make(chan struct{}),
 	}
+	if s.nextLog != nil {
+		if s.nextLogPath == c.logPath {
+			c.logf = s.nextLog
+		} else {
+			s.nextLog.Close()
+		}
+		s.nextLog = nil
+	}
+	s.persist() // makes the next command's log ahead
+	return c
 }
 
 func (s *Session) finishLocked(c *command, code int, shellEnd bool) {
@@ -700,7 +767,6 @@ func (s *Session) finishLocked(c *command, code int, shellEnd bool) {
 	}
 	s.last = c
 	close(c.done)
-	go os.Remove(c.script)
 }
 
 func (s *Session) onExit(p *proc) {
@@ -816,20 +882,27 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 		text += "\n"
 	}
 	var line string
+	// The shell sources the command from a file: no typing cost, no
+	// line-length limit, no continuation prompts. The shell has read the
+	// whole file by the time it prints the start marker, and the file is
+	// only rewritten when no command runs.
+	script := filepath.Join(s.rdir, "cmd")
 	if p.bash {
-		line = "\x05\x15 . \"$__LIMBS_D/c/" + c.id + "\"\n"
+		line = "\x05\x15 . \"$__LIMBS_R/cmd\"\n"
 	} else {
 		text = "printf '\\033]633;limbs;%s;S\\007' " + shq(s.token) + "\n" + text
-		line = "\x15 . " + shq(c.script) + "\n"
+		line = "\x15 . " + shq(script) + "\n"
 	}
-	if err := os.WriteFile(c.script, []byte(text), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte(text), 0o600); err != nil {
 		s.mu.Unlock()
 		return wire.Result{}, fmt.Errorf("writing the command file: %w", err)
 	}
-	c.logf, err = os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		s.mu.Unlock()
-		return wire.Result{}, fmt.Errorf("creating the command log: %w", err)
+	if c.logf == nil {
+		c.logf, err = os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			s.mu.Unlock()
+			return wire.Result{}, fmt.Errorf("creating the command log: %w", err)
+		}
 	}
 	s.cur = c
 	if timeout > 0 {
@@ -1356,22 +1429,52 @@ func (s *Session) persistLoop() {
 }
 
 func (s *Session) writeState() {
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
 	s.mu.Lock()
 	ps := persisted{
 		ID: s.id, Name: s.name, CreatedAt: s.created, Cols: s.cols, Rows: s.rows,
-		Cwd: s.cwd, Shell: s.shellPath, Env: s.reqEnv, NextCmd: s.nextCmd, Restarts: s.restarts,
+		Cwd: s.cwd, Shell: s.shellPath, Env: s.reqEnv, Restarts: s.restarts,
 	}
 	deleted := s.deleted
+	wantLog := ""
+	if s.nextLog == nil && !deleted {
+		wantLog = filepath.Join(s.dir, "c_"+strconv.Itoa(s.nextCmd+1)+".log")
+	}
 	s.mu.Unlock()
 	if deleted {
 		if _, err := os.Stat(s.dir); errors.Is(err, os.ErrNotExist) {
 			return
 		}
 	}
+	// Each file is written only when it changed: the disk is slow to
+	// create and truncate files, and most commands change nothing here.
 	b, _ := json.MarshalIndent(ps, "", "  ")
-	if err := writeFile(filepath.Join(s.dir, "session.json"), b, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.log.Warn("saving session state", "err", err)
+	if !bytes.Equal(b, s.savedState) {
+		if err := writeFile(filepath.Join(s.dir, "session.json"), b, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("saving session state", "err", err)
+		} else {
+			s.savedState = b
+		}
+	}
+	if env, err := os.ReadFile(filepath.Join(s.rdir, "env")); err == nil && bytes.HasSuffix(env, []byte(envEnd+"\n")) && !bytes.Equal(env, s.savedEnv) {
+		if err := writeFile(filepath.Join(s.dir, "env"), env, 0o600); err == nil {
+			s.savedEnv = env
+		}
+	}
+	if wantLog != "" {
+		f, err := os.OpenFile(wantLog, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.nextLog == nil && !s.deleted && wantLog == filepath.Join(s.dir, "c_"+strconv.Itoa(s.nextCmd+1)+".log") {
+			s.nextLog, s.nextLogPath = f, wantLog
+			f = nil
+		}
+		s.mu.Unlock()
+		if f != nil {
+			f.Close()
+		}
 	}
 }
-
-var _ = exec.ErrNotFound
