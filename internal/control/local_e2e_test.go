@@ -30,6 +30,14 @@ var (
 	buildErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath)) // limbsd, and limbs next to it
+	}
+	os.Exit(code)
+}
+
 // limbsdBinary builds cmd/limbsd once per test binary, static as shipped.
 func limbsdBinary(t testing.TB) string {
 	t.Helper()
