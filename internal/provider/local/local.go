@@ -273,7 +273,9 @@ func (p *Provider) spawn(m meta) (*proc, error) {
 // what limbsd needs: its workspace, state dir and socket dir. Never the
 // sandbox's directory as a whole: sandbox.json there says how to start it
 // again, and a sandbox that could rewrite it could start itself unisolated.
-// Order matters: a later mount covers an earlier one.
+// Order matters: a later mount covers an earlier one. There is no
+// --die-with-parent: like a container, the sandbox outlives a crash of
+// limbs serve, whose next run re-adopts it with its running commands.
 func (p *Provider) bwrapArgs(m meta) []string {
 	a := []string{p.bwrap,
 		"--ro-bind", "/", "/",
