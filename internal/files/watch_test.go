@@ -236,9 +236,15 @@ func TestWatchHidesOwnTempFiles(t *testing.T) {
 	})
 	var got []string
 	for _, ev := range evs {
-		got = append(got, ev.Type+" "+strings.TrimPrefix(ev.Path, dir+"/")+ev.From)
+		e := ev.Type + " " + strings.TrimPrefix(ev.Path, dir+"/") + ev.From
+		// inotify merges an event into an identical one still unread
+		// in its queue: two quick writes of one file may be one event.
+		if len(got) > 0 && got[len(got)-1] == e {
+			continue
+		}
+		got = append(got, e)
 	}
-	want := []string{"write put.txt", "write made.txt", "write made.txt", "create end", "write end"}
+	want := []string{"write put.txt", "write made.txt", "create end", "write end"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
