@@ -522,7 +522,7 @@ func controlInsideEscape(raw []byte) bool {
 		p = p[size:]
 	}
 	const ground, esc, csi, str, strEsc = 0, 1, 2, 3, 4
-	state, n, digits := ground, 0, 0
+	state, n, digits, osc := ground, 0, 0, false
 	for _, c := range raw {
 		n++
 		if c >= '0' && c <= '9' {
@@ -534,7 +534,7 @@ func controlInsideEscape(raw []byte) bool {
 		case state == str:
 			if c == 0x1b {
 				state = strEsc
-			} else if c == 0x07 || c == 0x18 || c == 0x1a {
+			} else if c == 0x07 && osc || c == 0x18 || c == 0x1a {
 				state = ground
 			}
 		case state == strEsc:
@@ -544,19 +544,21 @@ func controlInsideEscape(raw []byte) bool {
 			state = ground
 		case state == csi && digits > 4:
 			return true // a number the holder may cap
+		case state == csi && c == 'r':
+			return true // margins the holder may cut to the screen
 		case c == 0x1b:
 			state, n = esc, 1
 		case c == 0x9b:
 			state, n = csi, 1
 		case c == 0x90 || c == 0x98 || c == 0x9d || c == 0x9e || c == 0x9f:
-			state = str
+			state, osc = str, c == 0x9d
 		case state == ground:
 		case c < 0x20 && c != 0x18 && c != 0x1a, n >= maxHeldCS:
 			return true
 		case state == esc && c == '[':
 			state = csi
 		case state == esc && (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_'):
-			state = str
+			state, osc = str, c == ']'
 		case c >= 0x80, c == 0x18, c == 0x1a,
 			state == esc && c >= 0x30 && c <= 0x7e,
 			state == csi && c >= 0x40 && c <= 0x7e:

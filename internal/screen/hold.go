@@ -7,14 +7,16 @@ import (
 	"unicode/utf8"
 )
 
-// x/vt copies every cell of the screen, one by one, for each line it
-// scrolls (and clones the line into its scrollback): on a 160x40 screen that
-// is ~0.7 MB moved per output line, a few hundred KB/s of `cat`. Yet after a
-// long run of ordinary text, the screen shows only its last lines. holder
-// sits in front of the emulator and holds back runs of such text, dropping
-// their middle, so a 50 MiB log costs a few screens of scrolling.
+// holder sits between a session's output and x/vt, for two reasons.
 //
-// Dropping is exact, not a guess (with x/vt as the reference). A "plain" run holds only printable text,
+// Speed: x/vt copies every cell of the screen, one by one, for each line it
+// scrolls (and clones the line into its scrollback): on a 160x40 screen
+// that is ~0.7 MB moved per output line, a few hundred KB/s of `cat`. Yet
+// after a long run of ordinary text the screen shows only its last lines,
+// so holder holds such runs back and drops their middle: a 50 MiB log costs
+// a few screens of scrolling.
+//
+// Dropping is exact, not a guess. A "plain" run holds only printable text,
 // CR, LF, BS, TAB and the SGR and EL sequences (colors, erase in line): it
 // never moves the cursor up nor changes a mode. If the part Y kept at the
 // end of a run starts with a CR (so its first column is known whatever came
@@ -23,11 +25,20 @@ import (
 // started: the middle M before Y is invisible, in X+M+Y as in X+Y. Colors
 // of blank cells can differ, but a snapshot has no colors. With a scroll
 // region set (DECSTBM, as apt's progress bar does) rows above or below it
-// keep what was written there, so nothing is dropped then.
+// keep what was written there, so nothing is dropped then. A CAN written
+// before Y forces x/vt's parser to its ground state, should holder's
+// tracking of escape sequences and x/vt's ever disagree.
 //
-// Its tracking of escape sequences only has to find where plain runs may
-// start; a CAN written before the kept part forces the emulator's parser
-// to its ground state, should the two ever disagree.
+// Safety: x/vt has traps, found by fuzzing. A control inside a CSI can make
+// it dispatch a count of billions (seconds of work); a broken UTF-8 lead
+// byte makes it swallow the next bytes, an ESC or a line feed included; an
+// ESC that ends a DCS without ST leaves it swallowing all later output; a
+// scroll margin past the bottom makes it panic. holder reads each escape
+// sequence whole before giving it on, so it gives x/vt a tidied stream:
+// controls executed ahead of the sequence (as a DEC terminal does), numbers
+// capped, REP shortened, margins cut to the screen, U+FFFD for broken
+// runes, an ST where a string ends with a bare ESC. Where the stream had
+// none of these, x/vt sees the same bytes in the same order.
 type holder struct {
 	cols   int
 	rows   int
@@ -47,9 +58,9 @@ type holder struct {
 // Holder states: where the emulator's parser is, as far as plain runs go.
 const (
 	hGround uint8 = iota
-	hEsc          // ESC and intermediates
-	hCSI
-	hString
+	hEsc          // after ESC (and intermediates), held in seq
+	hCSI          // a CSI, held in seq
+	hString       // OSC, DCS, SOS, PM, APC: given through
 	hStringEsc
 )
 
@@ -300,6 +311,12 @@ func (h *holder) csi(c byte) bool {
 		h.state = hEsc
 	case c < 0x20:
 		h.execute(c)
+	case c >= 0x30 && c <= 0x3f && isIntermediate(h.seq[len(h.seq)-1]):
+		// A parameter after an intermediate: x/vt drops the sequence there
+		// and goes back to ground state.
+		h.seq = append(h.seq, c)
+		h.spill()
+		h.state = hGround
 	case c <= 0x3f:
 		if len(h.seq) < maxHeldCS {
 			h.seq = append(h.seq, c)
@@ -371,6 +388,8 @@ func (h *holder) clampParams() {
 	}
 	h.seq = append(out, h.seq[len(h.seq)-1])
 }
+
+func isIntermediate(c byte) bool { return c >= 0x20 && c <= 0x2f }
 
 // params returns the parameter and intermediate bytes of the CSI seq
 // (ESC [ ... final, or 0x9b ... final).
