@@ -546,3 +546,22 @@ func TestConcurrentCreatesOneName(t *testing.T) {
 		t.Errorf("listed %d sandboxes, want 1", len(l))
 	}
 }
+
+// A pool sandbox that dies is replaced, not waited for: it holds no one's
+// work.
+func TestPoolReplacesFailedMember(t *testing.T) {
+	fp := newFakeProvider()
+	t.Cleanup(fp.closeAll)
+	h := start(t, t.TempDir(), fp, map[string]int{"img": 1})
+	eventually(t, "pool filled", func() bool { return h.srv.PoolReady("img") == 1 })
+	dead := fp.ids()[0]
+	fp.setStartErr(errors.New("cannot start"))
+	fp.kill(dead, "daemon_exited", true)
+	eventually(t, "pool refilled with another sandbox", func() bool {
+		ids := fp.ids()
+		return h.srv.PoolReady("img") == 1 && len(ids) == 1 && ids[0] != dead
+	})
+	if l := h.list(t); len(l) != 0 {
+		t.Errorf("pool sandboxes listed: %+v", l)
+	}
+}

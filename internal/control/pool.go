@@ -109,17 +109,17 @@ func (p *pool) run(ctx context.Context) {
 			if image == "" && extra == nil {
 				break
 			}
+			var err error
 			if extra != nil {
-				if err := p.s.Remove(ctx, extra); err != nil {
-					p.s.log.Warn("removing a surplus pool sandbox", "err", err)
-				}
-				continue
+				err = p.s.Remove(ctx, extra)
+			} else {
+				err = p.add(ctx, image)
 			}
-			if err := p.add(ctx, image); err != nil {
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				p.s.log.Warn("filling the warm pool failed; retrying later", "image", image, "err", err, "retry_in", backoff)
+				p.s.log.Warn("keeping the warm pool failed; retrying later", "image", image, "err", err, "retry_in", backoff)
 				select {
 				case <-ctx.Done():
 					return
@@ -134,7 +134,8 @@ func (p *pool) run(ctx context.Context) {
 }
 
 // next says what the pool lacks (an image to create) or has too much of (a
-// member to remove), or neither.
+// member to remove), or neither. A failed member is replaced, not waited
+// for: it holds no one's work.
 func (p *pool) next() (string, *entry) {
 	s := p.s
 	s.mu.Lock()
@@ -142,10 +143,15 @@ func (p *pool) next() (string, *entry) {
 	if p.want == nil {
 		return "", nil // drained
 	}
-	have := map[string][]*entry{}
+	members := map[string][]*entry{}
+	var failed *entry
 	for _, e := range s.sandboxes {
-		if e.rec.Pool != "" {
-			have[e.rec.Pool] = append(have[e.rec.Pool], e)
+		switch {
+		case e.rec.Pool == "":
+		case e.rec.Status == wire.SandboxFailed:
+			failed = e
+		default:
+			members[e.rec.Pool] = append(members[e.rec.Pool], e)
 		}
 	}
 	images := make([]string, 0, len(p.want))
@@ -154,13 +160,21 @@ func (p *pool) next() (string, *entry) {
 	}
 	sort.Strings(images)
 	for _, im := range images {
-		if len(have[im]) < p.want[im] {
+		if len(members[im]) < p.want[im] {
 			return im, nil
 		}
 	}
-	for im, es := range have {
-		if len(es) > p.want[im] && es[0].rec.Status != wire.SandboxCreating {
-			return "", es[0]
+	if failed != nil {
+		return "", failed
+	}
+	for im, es := range members {
+		if len(es) <= p.want[im] {
+			continue
+		}
+		for _, e := range es {
+			if e.rec.Status != wire.SandboxCreating {
+				return "", e
+			}
 		}
 	}
 	return "", nil

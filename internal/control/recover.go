@@ -206,6 +206,9 @@ func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when stri
 		}
 		e.closeIdle()
 		s.log.Warn("sandbox stopped on its own; bringing it back", "sandbox", rec.ID, "reason", reason)
+		if rec.Pool != "" {
+			s.pool.refill() // a failed pool sandbox is replaced
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = p.Start(sctx, rec.ID)
