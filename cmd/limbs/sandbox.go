@@ -32,6 +32,7 @@ verbs:
   stop     stop sandboxes (their state is kept)
   start    start stopped sandboxes
   rm       remove sandboxes and everything made for them
+  events   print a sandbox's lifecycle events (created, died, recovered, ...)
 
 Run 'limbs sandbox VERB -h' for a verb's flags.`
 
@@ -50,6 +51,7 @@ func runSandbox(ctx context.Context, args []string) int {
 		"stop":    sandboxAction("stop"),
 		"start":   sandboxAction("start"),
 		"rm":      sandboxRemove,
+		"events":  sandboxEvents,
 	}
 	verb, ok := verbs[args[0]]
 	if !ok {
@@ -351,6 +353,47 @@ func eachSandbox(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("failed for %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func sandboxEvents(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string) error {
+	from := fs.Uint64("from", 0, "first sequence number to print")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"name one sandbox id or name"}
+	}
+	c, err := cc.client()
+	if err != nil {
+		return err
+	}
+	var l struct {
+		Events []struct {
+			Seq     uint64    `json:"seq"`
+			Time    time.Time `json:"time"`
+			Kind    string    `json:"kind"`
+			Reason  string    `json:"reason"`
+			Message string    `json:"message"`
+		} `json:"events"`
+	}
+	if err := c.JSON(ctx, http.MethodGet, fmt.Sprintf("/sandboxes/%s/events?from=%d", fs.Arg(0), *from), nil, &l); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(l)
+	}
+	for _, e := range l.Events {
+		line := fmt.Sprintf("%d %s %s", e.Seq, e.Time.Format(time.RFC3339), e.Kind)
+		if e.Reason != "" {
+			line += " (" + e.Reason + ")"
+		}
+		if e.Message != "" {
+			line += ": " + e.Message
+		}
+		fmt.Println(line)
 	}
 	return nil
 }

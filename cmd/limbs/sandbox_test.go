@@ -220,6 +220,9 @@ func TestSandboxCLI(t *testing.T) {
 		t.Errorf("exec through --sandbox: %+v, %v", r, err)
 	}
 
+	if out, code := cli("events", "dev"); code != 0 || !strings.HasPrefix(out, "1 ") || !strings.Contains(out, " created") {
+		t.Errorf("events: %q exit %d", out, code)
+	}
 	if out, code := cli("stop", "dev"); code != 0 || strings.TrimSpace(out) != "dev" {
 		t.Errorf("stop: %q exit %d", out, code)
 	}
@@ -228,6 +231,10 @@ func TestSandboxCLI(t *testing.T) {
 	}
 	if _, code := cli("start", "dev"); code != 0 {
 		t.Errorf("start: exit %d", code)
+	}
+	out, _ = cli("events", "--from", "2", "dev")
+	if kinds := strings.Fields(out); len(kinds) != 6 || kinds[2] != "stopped" || kinds[5] != "started" {
+		t.Errorf("events from 2: %q, want stopped then started", out)
 	}
 	if _, code := cli("rm", "dev", "sb_missing"); code != 1 {
 		t.Errorf("rm of one known and one unknown sandbox: exit %d, want 1", code)
