@@ -149,11 +149,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.pool = newPool(s, opts.Pool)
 	// Subscribe before reconciling, so that a sandbox dying meanwhile is
 	// not missed; the events wait in the channels until reconcile is done.
-	type feed struct {
-		p   Provider
-		evs <-chan sandbox.Event
-	}
-	var feeds []feed
+	var feeds []<-chan sandbox.Event
 	for _, p := range opts.Providers {
 		evs, err := p.Events(bg)
 		if err != nil {
@@ -161,7 +157,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			db.Close()
 			return nil, fmt.Errorf("watching %s events: %w", p.Name(), err)
 		}
-		feeds = append(feeds, feed{p, evs})
+		feeds = append(feeds, evs)
 	}
 	if err := s.reconcile(ctx, bg); err != nil {
 		cancel()
@@ -169,11 +165,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		db.Close()
 		return nil, err
 	}
-	for _, f := range feeds {
+	for _, evs := range feeds {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.watch(bg, f.p, f.evs)
+			s.watch(bg, evs)
 		}()
 	}
 	s.pool.start(bg)

@@ -114,7 +114,7 @@ func (s *Server) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandb
 }
 
 // watch turns provider events into recoveries.
-func (s *Server) watch(ctx context.Context, p Provider, evs <-chan sandbox.Event) {
+func (s *Server) watch(ctx context.Context, evs <-chan sandbox.Event) {
 	for {
 		var ev sandbox.Event
 		var ok bool
