@@ -589,3 +589,14 @@ func TestEmulatorSurvivesPanics(t *testing.T) {
 		e.Close()
 	}
 }
+
+func BenchmarkEmulatorSnapshot(b *testing.B) {
+	e := NewEmulator(160, 40)
+	defer e.Close()
+	for i := range 40 {
+		e.Write([]byte(fmt.Sprintf("\x1b[%d;1H\x1b[32mrow %d\x1b[m %s 日本語", i+1, i, strings.Repeat("x", 100))))
+	}
+	for b.Loop() {
+		e.Snapshot()
+	}
+}
