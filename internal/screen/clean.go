@@ -67,7 +67,13 @@ func asciiRun(p []byte, i int) int {
 // Clean returns raw as a person would read it (no truncation): escape
 // sequences removed, "\r\n" as "\n", carriage-return overwrites,
 // backspaces and in-line cursor movement and erasure applied, invalid UTF-8
-// replaced by U+FFFD, NUL kept, other control characters dropped.
+// replaced by U+FFFD, NUL kept, other control characters (C0 and C1)
+// dropped. Text drawn elsewhere on the screen between a saved and a
+// restored cursor (apt's progress bar on the bottom row) is dropped too.
+//
+// Lines are final at their newline: a cursor moved up to redraw earlier
+// lines (docker pull's layer bars) writes onto the current line instead,
+// so such redraws read as repeated blocks.
 func Clean(raw []byte) string {
 	t := NewText(0)
 	t.out.head = make([]byte, 0, len(raw))
