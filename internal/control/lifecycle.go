@@ -35,6 +35,9 @@ type entry struct {
 	// unprimed marks a new pool sandbox whose default session is still
 	// starting: it is not handed out yet.
 	unprimed bool
+	// recovering is set while a recovery runs, so that a second report of
+	// the same death does not start another.
+	recovering bool
 
 	// Built once: the socket dir and token never change.
 	tr    *http.Transport

@@ -147,12 +147,47 @@ func (s *Server) watch(ctx context.Context, evs <-chan sandbox.Event) {
 	}
 }
 
+// goRecover marks a sandbox that stopped on its own as failed, at once, so
+// that no one reads its old status meanwhile, and brings it back in the
+// background. A sandbox already being recovered, stopped on purpose or
+// still being created is left alone.
 func (s *Server) goRecover(ctx context.Context, e *entry, reason string) {
+	s.mu.Lock()
+	busy := e.recovering || e.removed || e.rec.Desired != desireRunning || e.rec.Status == wire.SandboxCreating
+	if !busy {
+		e.recovering = true
+	}
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	when := time.Now().UTC().Format(time.RFC3339)
+	rec, err := s.update(e, func(r *store.Record) {
+		r.Status = wire.SandboxFailed
+		r.Reason = reason
+		r.Message = fmt.Sprintf("recovering after %s at %s; retry in a few seconds", reason, when)
+	}, newEvent("died", reason, ""))
+	if err != nil {
+		s.doneRecovering(e)
+		return // removed meanwhile
+	}
+	e.closeIdle()
+	s.log.Warn("sandbox stopped on its own; bringing it back", "sandbox", rec.ID, "reason", reason)
+	if rec.Pool != "" {
+		s.pool.refill() // a failed pool sandbox is replaced
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.recover(ctx, e, reason)
+		defer s.doneRecovering(e)
+		s.recover(ctx, e, reason, when)
 	}()
+}
+
+func (s *Server) doneRecovering(e *entry) {
+	s.mu.Lock()
+	e.recovering = false
+	s.mu.Unlock()
 }
 
 // recover brings back a sandbox that stopped on its own. limbsd restores its
@@ -160,11 +195,10 @@ func (s *Server) goRecover(ctx context.Context, e *entry, reason string) {
 // again; the sandbox's status says what happened meanwhile. The lifecycle
 // lock is held per attempt, not across the backoff, so that a stop or a
 // remove meanwhile wins.
-func (s *Server) recover(ctx context.Context, e *entry, reason string) {
-	when := time.Now().UTC().Format(time.RFC3339)
+func (s *Server) recover(ctx context.Context, e *entry, reason, when string) {
 	backoff := recoverBackoff
 	for attempt := 1; ; attempt++ {
-		done, err := s.recoverAttempt(ctx, e, reason, when, attempt)
+		done, err := s.recoverAttempt(ctx, e, reason, when)
 		if done {
 			return
 		}
@@ -185,7 +219,7 @@ func (s *Server) recover(ctx context.Context, e *entry, reason string) {
 
 // recoverAttempt makes one attempt; done is true when there is nothing more
 // to do (recovered, or no longer wanted).
-func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when string, attempt int) (done bool, err error) {
+func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when string) (done bool, err error) {
 	e.op.Lock()
 	defer e.op.Unlock()
 	rec := s.record(e)
@@ -195,20 +229,6 @@ func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when stri
 	p, err := s.provider(rec.Provider)
 	if err != nil {
 		return true, nil
-	}
-	if attempt == 1 {
-		if rec, err = s.update(e, func(r *store.Record) {
-			r.Status = wire.SandboxFailed
-			r.Reason = reason
-			r.Message = fmt.Sprintf("recovering after %s at %s; retry in a few seconds", reason, when)
-		}, newEvent("died", reason, "")); err != nil {
-			return true, nil // removed meanwhile
-		}
-		e.closeIdle()
-		s.log.Warn("sandbox stopped on its own; bringing it back", "sandbox", rec.ID, "reason", reason)
-		if rec.Pool != "" {
-			s.pool.refill() // a failed pool sandbox is replaced
-		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = p.Start(sctx, rec.ID)
