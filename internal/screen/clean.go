@@ -124,9 +124,19 @@ type Text struct {
 	// the program is drawing somewhere else on the screen (apt's progress
 	// bar on the last row) until it restores the cursor: that drawing is
 	// not part of the flow of text, so it is dropped while away.
-	saved                      bool
-	away                       bool
-	savedCol, savedLine, lines int
+	saved                               bool
+	away                                bool
+	savedCol, savedLine, lines, savedAt int
+
+	// win holds the last finished lines, oldest first, for a program that
+	// moves the cursor up to redraw them (docker's layer bars, multi-line
+	// progress): they go to out only once out of reach. at is the line of
+	// the cursor: win[at], whose content is then in line, or len(win) for
+	// the open line at the bottom, kept in open while the cursor is above.
+	win  []segment
+	at   int
+	open segment
+	free [][]byte
 
 	out accumulator
 }
@@ -229,9 +239,9 @@ func (t *Text) feed(p []byte) {
 					nl = 2
 				}
 				if nl > 0 {
-					t.out.write(p[start:i], runes)
-					t.out.write(newline, 1)
-					t.lines++
+					t.line = append(t.line, p[start:i]...)
+					t.lineRunes = runes
+					t.newline()
 					i += nl
 					continue
 				}
@@ -416,10 +426,21 @@ func (t *Text) csi(final byte) {
 		return
 	case 'H', 'f', 'A', 'B', 'd', 'E', 'F':
 		// Another row: with a saved cursor to come back to, what follows is
-		// drawn elsewhere; without one it is (a `clear`, a redraw) just
-		// dropped movement.
+		// drawn elsewhere. Without one, relative moves go up and down the
+		// lines still in reach; an absolute row (a `clear`, a full redraw)
+		// is unknown here and dropped.
 		if t.saved {
 			t.away = true
+			return
+		}
+		if t.away {
+			return
+		}
+		switch final {
+		case 'A', 'F':
+			t.moveTo(max(t.at-count, 0), final == 'A')
+		case 'B', 'E':
+			t.moveTo(min(t.at+count, len(t.win)), final == 'B')
 		}
 		return
 	}
@@ -429,9 +450,12 @@ func (t *Text) csi(final byte) {
 	switch final {
 	case 'K': // EL: erase in line
 		t.erase(n)
-	case 'J': // ED: on the current line, same as EL
+	case 'J': // ED: the cursor's line as EL, and the lines below for 0
 		if n < 2 {
 			t.erase(n)
+		}
+		if n == 0 {
+			t.eraseBelow()
 		}
 	case 'D': // CUB
 		t.left(count)
@@ -469,6 +493,7 @@ func (t *Text) saveCursor() {
 	t.saved = true
 	t.savedCol = t.col + t.pad
 	t.savedLine = t.lines
+	t.savedAt = t.at
 }
 
 func (t *Text) restoreCursor() {
@@ -479,7 +504,7 @@ func (t *Text) restoreCursor() {
 	// Back on a finished line is out of reach. The line may have changed
 	// meanwhile, so the saved column is found again rather than trusted as
 	// a byte offset.
-	if t.savedLine == t.lines {
+	if t.savedLine == t.lines && t.savedAt == t.at {
 		t.cur, t.col, t.pad = 0, 0, 0
 		t.right(t.savedCol)
 	}
@@ -566,12 +591,65 @@ func (t *Text) right(n int) {
 	}
 }
 
+// maxRowsUp is how many finished lines a cursor-up can reach: more than
+// any terminal has rows.
+const maxRowsUp = 128
+
 func (t *Text) newline() {
-	t.line = append(t.line, '\n')
-	t.out.write(t.line, t.lineRunes+1)
+	if t.at < len(t.win) {
+		// Not the bottom line: down to the next one, as a terminal does.
+		t.moveTo(t.at+1, false)
+		return
+	}
+	t.win = append(t.win, segment{t.line, t.lineRunes})
 	t.lines++
-	t.line = t.line[:0]
-	t.lineRunes, t.cur, t.col, t.pad = 0, 0, 0, 0
+	if len(t.win) >= 2*maxRowsUp {
+		// Out of reach: to the output, in one batch so each line moves once.
+		drop := len(t.win) - maxRowsUp
+		for _, l := range t.win[:drop] {
+			t.out.write(l.b, l.runes)
+			t.out.write(newline, 1)
+			t.free = append(t.free, l.b[:0])
+		}
+		t.win = t.win[:copy(t.win, t.win[drop:])]
+	}
+	t.at = len(t.win)
+	t.line, t.lineRunes = nil, 0
+	if n := len(t.free); n > 0 {
+		t.line, t.free = t.free[n-1], t.free[:n-1]
+	}
+	t.cur, t.col, t.pad = 0, 0, 0
+}
+
+// moveTo puts the cursor on line i of the window (len(win): the open line),
+// in the same column or in the first one.
+func (t *Text) moveTo(i int, keepCol bool) {
+	column := t.col + t.pad
+	if t.at == len(t.win) {
+		t.open = segment{t.line, t.lineRunes}
+	} else {
+		t.win[t.at] = segment{t.line, t.lineRunes}
+	}
+	t.at = i
+	l := t.open
+	if i < len(t.win) {
+		l = t.win[i]
+	}
+	t.line, t.lineRunes = l.b, l.runes
+	t.cur, t.col, t.pad = 0, 0, 0
+	if keepCol {
+		t.right(column)
+	}
+}
+
+// eraseBelow blanks the lines under the cursor's (ED 0).
+func (t *Text) eraseBelow() {
+	for i := t.at + 1; i < len(t.win); i++ {
+		t.win[i] = segment{t.win[i].b[:0], 0}
+	}
+	if t.at < len(t.win) {
+		t.open = segment{t.open.b[:0], 0}
+	}
 }
 
 // putText writes s (valid UTF-8 of runes characters, no controls but NUL and
@@ -652,8 +730,25 @@ func (t *Text) Result() (out string, truncated bool, total int) {
 		line, lineRunes = c.line, c.lineRunes
 	}
 	a := &t.out
-	total = a.total + lineRunes
-	segs := []segment{{a.head, a.headRunes}, {a.tail, a.tailRunes}, {line, lineRunes}}
+	total = a.total
+	segs := []segment{{a.head, a.headRunes}, {a.tail, a.tailRunes}}
+	add := func(s segment) {
+		segs = append(segs, s)
+		total += s.runes
+	}
+	cursorLine := segment{line, lineRunes}
+	for i, l := range t.win {
+		if i == t.at {
+			l = cursorLine
+		}
+		add(l)
+		add(segment{newline, 1})
+	}
+	if t.at == len(t.win) {
+		add(cursorLine)
+	} else {
+		add(t.open)
+	}
 	keep := a.head1 + a.tail1
 	if a.head1 < 0 || total <= keep {
 		return concat(segs), false, total

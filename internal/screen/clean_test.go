@@ -82,6 +82,14 @@ func TestClean(t *testing.T) {
 		{"restore onto a finished line is ignored", "abc\x1b7\ndef\x1b8X\n", "abc\ndefX\n"},
 		{"jump without save is only dropped", "\x1b[H\x1b[2Jhello\n", "hello\n"},
 		{"csi s and u", "abc\x1b[sdef\x1b[uX\n", "abcXef\n"},
+		{"cursor up redraws a block", "layer1: 10%\nlayer2: 20%\n\x1b[2A\x1b[2Klayer1: done\n\x1b[2Klayer2: 90%\n", "layer1: done\nlayer2: 90%\n"},
+		{"cursor up keeps the column, a line feed goes down", "abcdef\nxyz\x1b[AQ\n", "abcQef\nxyz"},
+		{"cursor up to column one", "abcdef\nxyz\x1b[FQ\n", "Qbcdef\nxyz"},
+		{"cursor up stops at the oldest line in reach", "one\ntwo\n\x1b[99AX", "Xne\ntwo\n"},
+		{"cursor down", "one\ntwo\nthree\x1b[2A\x1b[BX", "one\ntwo  X\nthree"},
+		{"line feed above the bottom moves down", "a\nb\nc\x1b[2A\nX", "a\nX\nc"},
+		{"erase below", "a\nb\nc\x1b[2A\x1b[J", "a\n\n"},
+		{"cursor up beyond the window", strings.Repeat("l\n", 300) + "\x1b[299AX\n", strings.Repeat("l\n", 300-maxRowsUp-44) + "X\n" + strings.Repeat("l\n", maxRowsUp+43)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,6 +265,7 @@ func TestTextSplitInvariance(t *testing.T) {
 		"\x1b[31mred\x1b[0m\r\nnext\rX\x1b[K\n",
 		"日本語\xe2\x82\x1b]0;t\x07\x9b1m😀\r\x1b[2C\x1b[1K!\n",
 		"a\x1b7\x1b[24;0fstatus\x1b8b\nc\x1b[sdef\x1b[uX",
+		strings.Repeat("bar \x1b[32m50%\x1b[0m\r\n", 3) + strings.Repeat("\x1b[3A\x1b[2Kbar 1\r\n\x1b[2Kbar 2\r\n\x1b[2Kbar 3\r\n", 20) + strings.Repeat("x\n", 300) + "\x1b[200A\x1b[Jend",
 		strings.Repeat("progress \x1b[32m█\x1b[0m 42%\r", 50) + "done\n",
 	}
 	for i, in := range inputs {
