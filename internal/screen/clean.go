@@ -71,9 +71,10 @@ func asciiRun(p []byte, i int) int {
 // dropped. Text drawn elsewhere on the screen between a saved and a
 // restored cursor (apt's progress bar on the bottom row) is dropped too.
 //
-// Lines are final at their newline: a cursor moved up to redraw earlier
-// lines (docker pull's layer bars) writes onto the current line instead,
-// so such redraws read as repeated blocks.
+// The last 128 lines at least stay within reach of the cursor: a program
+// that moves it up to redraw a block of lines (docker's layer bars, rich's
+// multi-line progress) leaves the block in its last state. An absolute
+// row (ESC[H, a `clear`) is unknown here and ignored.
 func Clean(raw []byte) string {
 	t := NewText(0)
 	t.out.head = make([]byte, 0, len(raw))
@@ -89,8 +90,9 @@ func Clean(raw []byte) string {
 // split.
 //
 // Characters are runes, not display columns: a wide CJK character or an
-// emoji counts as one. The line being written stays in memory whole until
-// its newline (a progress bar rewritten with \r stays small; a 50 MiB line
+// emoji counts as one. Besides head and tail, a Text holds the last 128 to
+// 256 lines (see [Clean]) and the line being written, whole until its
+// newline (a progress bar rewritten with \r stays small; a 50 MiB line
 // without a newline is held).
 //
 // A Text is not safe for concurrent use.

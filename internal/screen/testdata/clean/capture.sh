@@ -28,3 +28,12 @@ with Progress(BarColumn(), DownloadColumn(), refresh_per_second=1000) as p:
         p.refresh()
 "; echo Successfully installed demo-1.0'
 capture python_traceback 'python3 -c "import json; json.loads(\"{\")"'
+capture rich_multi 'python3 -c "
+from pip._vendor.rich.progress import Progress
+with Progress(refresh_per_second=1000) as p:
+    tasks = [p.add_task(n, total=10) for n in (\"layer a\", \"layer b\", \"layer c\")]
+    for i in range(10):
+        for t in tasks:
+            p.update(t, advance=1)
+            p.refresh()
+"; echo pulled'
