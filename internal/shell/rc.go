@@ -42,6 +42,8 @@ func shq(s string) string {
 func bashRC(token, dir, rdir, cwd, envFile string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "__LIMBS_T=%s\n__LIMBS_D=%s\n__LIMBS_R=%s\n__LIMBS_ENV_END=%s\nreadonly __LIMBS_T __LIMBS_D __LIMBS_R __LIMBS_ENV_END\n", shq(token), shq(dir), shq(rdir), shq(envEnd))
+	// The command file, as the shortest word that can be typed.
+	fmt.Fprintf(&b, "__L=%s\nreadonly __L\n", shq(filepath.Join(rdir, "cmd")))
 	if envFile != "" {
 		// The exported environment of the shell this one replaces.
 		fmt.Fprintf(&b, ". %s 2>/dev/null\n", shq(envFile))

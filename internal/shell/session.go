@@ -888,7 +888,9 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	// only rewritten when no command runs.
 	script := filepath.Join(s.rdir, "cmd")
 	if p.bash {
-		line = "\x05\x15 . \"$__LIMBS_R/cmd\"\n"
+		// Readline echoes each typed byte with a write of its own: the
+		// line is as short as it can be.
+		line = "\x05\x15 . \"$__L\"\n"
 	} else {
 		text = "printf '\\033]633;limbs;%s;S\\007' " + shq(s.token) + "\n" + text
 		line = "\x15 . " + shq(script) + "\n"
