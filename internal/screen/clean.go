@@ -135,10 +135,11 @@ type Text struct {
 	// progress): they go to out only once out of reach. at is the line of
 	// the cursor: win[at], whose content is then in line, or len(win) for
 	// the open line at the bottom, kept in open while the cursor is above.
-	win  []segment
-	at   int
-	open segment
-	free [][]byte
+	win      []segment
+	winBytes int
+	at       int
+	open     segment
+	free     [][]byte
 
 	out accumulator
 }
@@ -597,6 +598,10 @@ func (t *Text) right(n int) {
 // any terminal has rows.
 const maxRowsUp = 128
 
+// maxWinBytes bounds the memory of those lines (a file of long lines must
+// not stay in memory 256 lines at a time).
+const maxWinBytes = 1 << 20
+
 func (t *Text) newline() {
 	if t.at < len(t.win) {
 		// Not the bottom line: down to the next one, as a terminal does.
@@ -604,14 +609,29 @@ func (t *Text) newline() {
 		return
 	}
 	t.win = append(t.win, segment{t.line, t.lineRunes})
+	t.winBytes += len(t.line)
 	t.lines++
-	if len(t.win) >= 2*maxRowsUp {
+	if len(t.win) >= 2*maxRowsUp || t.winBytes > maxWinBytes {
 		// Out of reach: to the output, in one batch so each line moves once.
-		drop := len(t.win) - maxRowsUp
+		// Long lines go sooner: the window holds at most maxWinBytes.
+		drop, bytes := max(len(t.win)-maxRowsUp, 0), 0
+		for _, l := range t.win {
+			bytes += len(l.b)
+		}
+		for _, l := range t.win[:drop] {
+			bytes -= len(l.b)
+		}
+		for drop < len(t.win) && bytes > maxWinBytes/2 {
+			bytes -= len(t.win[drop].b)
+			drop++
+		}
+		t.winBytes = bytes
 		for _, l := range t.win[:drop] {
 			t.out.write(l.b, l.runes)
 			t.out.write(newline, 1)
-			t.free = append(t.free, l.b[:0])
+			if cap(l.b) <= 4<<10 && len(t.free) < 2*maxRowsUp {
+				t.free = append(t.free, l.b[:0]) // recycled; big ones are not kept
+			}
 		}
 		t.win = t.win[:copy(t.win, t.win[drop:])]
 	}

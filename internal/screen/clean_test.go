@@ -89,6 +89,7 @@ func TestClean(t *testing.T) {
 		{"cursor down", "one\ntwo\nthree\x1b[2A\x1b[BX", "one\ntwo  X\nthree"},
 		{"line feed above the bottom moves down", "a\nb\nc\x1b[2A\nX", "a\nX\nc"},
 		{"erase below", "a\nb\nc\x1b[2A\x1b[J", "a\n\n"},
+		{"long lines leave the window sooner", strings.Repeat("y", maxWinBytes/4) + "\n" + strings.Repeat("z", maxWinBytes) + "\nshort\n\x1b[3AX\n", strings.Repeat("y", maxWinBytes/4) + "\n" + strings.Repeat("z", maxWinBytes) + "\nXhort\n"},
 		{"cursor up beyond the window", strings.Repeat("l\n", 300) + "\x1b[299AX\n", strings.Repeat("l\n", 300-maxRowsUp-44) + "X\n" + strings.Repeat("l\n", maxRowsUp+43)},
 	}
 	for _, tt := range tests {
