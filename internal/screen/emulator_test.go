@@ -600,3 +600,26 @@ func BenchmarkEmulatorSnapshot(b *testing.B) {
 		e.Snapshot()
 	}
 }
+
+// TestHolderResize checks held text is laid out at the size in force when
+// it was written: a resize in the middle of a long log.
+func TestHolderResize(t *testing.T) {
+	var log bytes.Buffer
+	for i := range 200 {
+		fmt.Fprintf(&log, "line %d %s\r\n", i, strings.Repeat("-", i%90))
+	}
+	half := log.Len() / 2
+	e, o := NewEmulator(100, 30), newDirectEmulator(100, 30)
+	defer e.Close()
+	defer o.Close()
+	for _, em := range []*Emulator{e, o} {
+		em.Write(log.Bytes()[:half])
+		em.Resize(40, 10)
+		em.Write(log.Bytes()[half:])
+		em.Resize(120, 12)
+		em.Write([]byte("\x1b[?25hdone"))
+	}
+	if diff := cmp.Diff(o.Snapshot(), e.Snapshot()); diff != "" {
+		t.Errorf("held screen differs from direct (-direct +held):\n%s", diff)
+	}
+}
