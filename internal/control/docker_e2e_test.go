@@ -2,6 +2,8 @@ package control_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -241,4 +243,63 @@ func TestDockerRecovery(t *testing.T) {
 	if err := p.c.JSON(ctx, http.MethodDelete, "/sandboxes/"+sb.ID, nil, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A restarted control plane re-adopts its Docker sandboxes, removes the
+// containers labelled with its instance that its registry does not know,
+// and never touches another instance's containers.
+func TestDockerRestartAdoptsOnlyItsOwn(t *testing.T) {
+	dp := dockerOrSkip(t)
+	dir := stateDir(t)
+	var instance string
+	cleanDocker(t, &instance)
+	p1 := newDockerPlane(t, dir, dp, nil)
+	instance = p1.srv.Instance()
+	kept := p1.create(t, wire.CreateSandbox{Name: "kept"})
+	p1.close()
+
+	suffix := strings.ToLower(strings.TrimPrefix(newTestID(t), "sb_"))
+	foreignInstance := "i_foreign" + suffix
+	cleanDocker(t, &foreignInstance) // removes it however the test ends
+	run := func(id, inst string) {
+		out, err := exec.Command("docker", "run", "-d", "--name", "limbs-"+id, "--network", "none",
+			"--label", "limbs.managed=true", "--label", "limbs.instance="+inst, "--label", "limbs.sandbox="+id,
+			docker.DefaultImage, "sleep", "600").CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker run: %v: %s", err, out)
+		}
+	}
+	orphan, foreign := "sb_orphan"+suffix, "sb_foreign"+suffix
+	run(orphan, instance)
+	run(foreign, foreignInstance)
+
+	p2 := newDockerPlane(t, dir, dp, nil)
+	if got := p2.get(t, "kept"); got.ID != kept.ID || got.Status != wire.SandboxRunning {
+		t.Fatalf("after the restart: %+v", got)
+	}
+	c := p2.sandboxClient(t, kept.ID)
+	if _, err := c.CreateSession(context.Background(), wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, c, "main", "true")
+	exists := func(id string) bool { return exec.Command("docker", "inspect", "limbs-"+id).Run() == nil }
+	if exists(orphan) {
+		t.Errorf("the orphan container of this instance was not removed")
+	}
+	if !exists(foreign) {
+		t.Errorf("another instance's container was removed")
+	}
+	if err := p2.c.JSON(context.Background(), http.MethodDelete, "/sandboxes/kept", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The foreign container is this test's to remove, not a leak.
+	_ = exec.Command("docker", "rm", "-f", "limbs-"+foreign).Run()
+}
+
+func newTestID(t *testing.T) string {
+	b := make([]byte, 5)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "sb_" + hex.EncodeToString(b)
 }
