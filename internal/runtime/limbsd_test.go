@@ -50,6 +50,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the limbsd built for the tests when they end.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // limbsdBinary builds cmd/limbsd once per test binary: static as shipped,
 // or with the race detector when the tests run under -race, so that the
 // end-to-end suite also hunts data races in the daemon.
