@@ -11,7 +11,6 @@ import (
 //
 //	ESC ] 633 ; limbs ; TOKEN ; S BEL               a command starts
 //	ESC ] 633 ; limbs ; TOKEN ; E ; STATUS ; CWD BEL  a prompt: the last command ended
-//	ESC ] 633 ; limbs ; TOKEN ; D BEL               the environment was saved
 //	ESC ] 633 ; limbs ; TOKEN ; X ; CWD BEL         the shell exits (EXIT trap), in CWD
 //
 // A sequence with another token is output like any other (a program that
@@ -24,7 +23,6 @@ const maxMarker = 8192
 const (
 	evStart = 'S'
 	evEnd   = 'E'
-	evSaved = 'D'
 	evExit  = 'X'
 )
 
@@ -136,8 +134,6 @@ func (p *parser) parseBody(body []byte) (event, bool) {
 			n = -1
 		}
 		return event{kind: evEnd, status: n, cwd: string(cwd)}, true
-	case "D":
-		return event{kind: evSaved}, true
 	case "X":
 		return event{kind: evExit, cwd: string(rest)}, true
 	}

@@ -36,9 +36,9 @@ func shq(s string) string {
 // line, so that no system or user rc file can change how the session
 // behaves. It installs the markers: PS0 prints the start marker after a
 // line is read and before it runs; the PROMPT_COMMAND function prints the
-// end marker with the status and cwd, then saves the exported environment
-// for a replacement shell and says so (D); the EXIT trap saves both when
-// the shell exits in the middle of a command (X).
+// end marker with the status and cwd, after saving the exported
+// environment for a replacement shell; the EXIT trap saves both when the
+// shell exits in the middle of a command (X).
 func bashRC(token, dir, rdir, cwd, envFile string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "__LIMBS_T=%s\n__LIMBS_D=%s\n__LIMBS_R=%s\n__LIMBS_ENV_END=%s\nreadonly __LIMBS_T __LIMBS_D __LIMBS_R __LIMBS_ENV_END\n", shq(token), shq(dir), shq(rdir), shq(envEnd))
@@ -62,11 +62,10 @@ PS0=$'\e]633;limbs;'"$__LIMBS_T"$';S\a'
 __limbs_prompt() {
 	local s=$? p=$PWD
 	case $p in *[$'\a\e\n']*) p= ;; esac
-	printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$s" "$p"
-	# After the end marker, so that saving costs the caller nothing; the
-	# D marker tells the daemon the save is complete.
+	# Saved before the end marker (on a memory filesystem it costs tens
+	# of microseconds), so that the marker also says the save is done.
 	{ export -p; echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
-	printf '\e]633;limbs;%s;D\a' "$__LIMBS_T"
+	printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$s" "$p"
 }
 __limbs_exit() {
 	local p=$PWD

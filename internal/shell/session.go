@@ -403,8 +403,6 @@ type Session struct {
 	cur      *command // the running command
 	last     *command // the newest finished one
 	seq      int      // commands started, typed by us or by a person
-	ends     int      // end markers seen
-	saved    int      // ends when the environment was last saved
 	deleted  bool
 	startErr string // what a shell printed before dying at start-up
 
@@ -682,16 +680,12 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 				c.logf, _ = os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 			}
 		}
-	case evSaved:
-		s.saved = s.ends
-		s.persist()
 	case evExit:
 		if ev.cwd != "" {
 			s.cwd = ev.cwd
 		}
 		s.persist()
 	case evEnd:
-		s.ends++
 		if ev.cwd != "" {
 			s.cwd = ev.cwd
 		} else if d := cwdOf(p.pid); d != "" {
@@ -1235,7 +1229,6 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	p := s.p
 	s.mu.Unlock()
 	if p != nil {
-		s.awaitSaved(p)
 		p.killTree()
 		select {
 		case <-p.done:
@@ -1247,21 +1240,6 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 		return wire.Session{}, err
 	}
 	return s.Info(), nil
-}
-
-// awaitSaved lets the shell finish saving its environment, which it does
-// just after each end marker, so that a replacement gets the newest one.
-func (s *Session) awaitSaved(p *proc) {
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
-		s.mu.Lock()
-		saved := !p.bash || s.saved >= s.ends || s.p != p
-		s.mu.Unlock()
-		if saved {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // Resize changes the terminal size.
@@ -1389,9 +1367,6 @@ func (s *Session) close(remove bool) {
 		c.timer.Stop()
 	}
 	if p != nil {
-		if !remove {
-			s.awaitSaved(p)
-		}
 		p.killTree()
 		select {
 		case <-p.done:
