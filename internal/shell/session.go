@@ -882,9 +882,8 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	// only rewritten when no command runs.
 	script := filepath.Join(s.rdir, "cmd")
 	if p.bash {
-		// Readline echoes each typed byte with a write of its own: the
-		// line is as short as it can be.
-		line = "\x05\x15 . \"$__L\"\n"
+		// C-x C-l: the rc binds it to a macro typing ` . "$__L"` and Enter.
+		line = "\x18\x0c"
 	} else {
 		text = "printf '\\033]633;limbs;%s;S\\007' " + shq(s.token) + "\n" + text
 		line = "\x15 . " + shq(script) + "\n"
