@@ -131,12 +131,9 @@ func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, sess *sh
 				conn.Close(websocket.StatusUnsupportedData, `text messages must be {"type":"resize","cols":N,"rows":N}; send input as binary`)
 				return
 			}
-			if err := validSize(c.Cols, c.Rows); err != nil {
+			if _, err := sess.Resize(c.Cols, c.Rows); err != nil {
 				conn.Close(websocket.StatusUnsupportedData, truncateReason(err.Error()))
 				return
-			}
-			if _, err := sess.Resize(c.Cols, c.Rows); err != nil {
-				s.log.Warn("attach resize failed", "session", id, "err", err)
 			}
 		}
 	}

@@ -42,10 +42,6 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if req.Cols < 0 || req.Rows < 0 || req.Cols > 10000 || req.Rows > 10000 {
-		s.fail(w, r, fmt.Errorf("cols=%d rows=%d: each must be between 1 and 10000 (or absent for the default): %w", req.Cols, req.Rows, wire.ErrBadRequest))
-		return
-	}
 	sess, err := s.opts.Manager.Create(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
@@ -86,171 +82,58 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func validYield(y *float64) error {
-	if y != nil && *y < 0 {
-		return fmt.Errorf("yield_after=%v: must be 0 (block until the command ends) or a positive number of seconds: %w", *y, wire.ErrBadRequest)
+// serveCall is the shape of every command route: decode the JSON body
+// strictly, find the session, call it, answer its result. Validation of
+// the values lives in package shell, next to their meaning.
+func serveCall[Req, Resp any](s *Server, w http.ResponseWriter, r *http.Request, allowEmpty bool, call func(*shell.Session, context.Context, Req) (Resp, error)) {
+	var req Req
+	if err := decode(r, &req, allowEmpty); err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	return nil
-}
-
-func validMaxOutput(m *int) error {
-	if m != nil && *m < 0 {
-		return fmt.Errorf("max_output=%d: must be 0 or more characters: %w", *m, wire.ErrBadRequest)
+	sess, err := s.session(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	return nil
+	res, err := call(sess, commandContext(r), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	wire.WriteJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	var req wire.Exec
-	if err := decode(r, &req, false); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if req.Command == "" {
-		s.fail(w, r, fmt.Errorf("command is missing: send {\"command\": \"...\"}: %w", wire.ErrBadRequest))
-		return
-	}
-	if req.Timeout < 0 {
-		s.fail(w, r, fmt.Errorf("timeout=%v: must be 0 (none) or a positive number of seconds: %w", req.Timeout, wire.ErrBadRequest))
-		return
-	}
-	if err := errors.Join(validYield(req.YieldAfter), validMaxOutput(req.MaxOutput)); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := sess.Exec(commandContext(r), req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, res)
+	serveCall(s, w, r, false, (*shell.Session).Exec)
 }
 
 func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
-	var req wire.Wait
-	if err := decode(r, &req, true); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := errors.Join(validYield(req.YieldAfter), validMaxOutput(req.MaxOutput)); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := sess.Wait(commandContext(r), req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, res)
+	serveCall(s, w, r, true, (*shell.Session).Wait)
 }
 
 func (s *Server) input(w http.ResponseWriter, r *http.Request) {
-	var req wire.Input
-	if err := decode(r, &req, false); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if req.Text == "" && len(req.Keys) == 0 {
-		s.fail(w, r, fmt.Errorf("nothing to type: send {\"text\": \"...\"} and/or {\"keys\": [\"Enter\"]}: %w", wire.ErrBadRequest))
-		return
-	}
-	if err := errors.Join(validYield(req.YieldAfter), validMaxOutput(req.MaxOutput)); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := sess.Input(commandContext(r), req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, res)
+	serveCall(s, w, r, false, (*shell.Session).Input)
 }
 
 func (s *Server) interrupt(w http.ResponseWriter, r *http.Request) {
-	var req wire.Interrupt
-	if err := decode(r, &req, true); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := validMaxOutput(req.MaxOutput); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := sess.Interrupt(commandContext(r), req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, res)
+	serveCall(s, w, r, true, (*shell.Session).Interrupt)
 }
 
 func (s *Server) restart(w http.ResponseWriter, r *http.Request) {
-	if err := decode(r, &struct{}{}, true); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	info, err := sess.Restart(commandContext(r))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.log.Info("session restarted", "session", info.ID)
-	wire.WriteJSON(w, http.StatusOK, info)
+	serveCall(s, w, r, true, func(sess *shell.Session, ctx context.Context, _ struct{}) (wire.Session, error) {
+		info, err := sess.Restart(ctx)
+		if err == nil {
+			s.log.Info("session restarted", "session", info.ID)
+		}
+		return info, err
+	})
 }
 
 func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
-	var req wire.Resize
-	if err := decode(r, &req, false); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := validSize(req.Cols, req.Rows); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sess, err := s.session(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	info, err := sess.Resize(req.Cols, req.Rows)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, info)
-}
-
-func validSize(cols, rows int) error {
-	if cols < 1 || rows < 1 || cols > 10000 || rows > 10000 {
-		return fmt.Errorf("cols=%d rows=%d: send both, each between 1 and 10000: %w", cols, rows, wire.ErrBadRequest)
-	}
-	return nil
+	serveCall(s, w, r, false, func(sess *shell.Session, _ context.Context, req wire.Resize) (wire.Session, error) {
+		return sess.Resize(req.Cols, req.Rows)
+	})
 }
 
 func (s *Server) screen(w http.ResponseWriter, r *http.Request) {
@@ -298,10 +181,6 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) {
 	to, err := offsetParam(r, "to", end)
 	if err != nil {
 		s.fail(w, r, err)
-		return
-	}
-	if from > to || to > end {
-		s.fail(w, r, fmt.Errorf("range from=%d to=%d is outside the session's output: use 0 <= from <= to <= %d: %w", from, to, end, wire.ErrBadRequest))
 		return
 	}
 	rd, n, err := sess.Output(from, to)

@@ -826,6 +826,16 @@ func durationOf(v *float64, def float64, what string) (time.Duration, error) {
 	return time.Duration(f * float64(time.Second)), nil
 }
 
+// waitOptions reads yield_after and max_output, with their defaults.
+func waitOptions(yieldAfter *float64, maxOutput *int) (time.Duration, int, error) {
+	yield, err := durationOf(yieldAfter, wire.DefaultYieldAfter, "yield_after")
+	if err != nil {
+		return 0, 0, err
+	}
+	maxOut, err := maxOutputOf(maxOutput)
+	return yield, maxOut, err
+}
+
 func maxOutputOf(v *int) (int, error) {
 	if v == nil {
 		return wire.DefaultMaxOutput, nil
@@ -848,11 +858,7 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	if err != nil {
 		return wire.Result{}, err
 	}
-	yield, err := durationOf(req.YieldAfter, wire.DefaultYieldAfter, "yield_after")
-	if err != nil {
-		return wire.Result{}, err
-	}
-	maxOut, err := maxOutputOf(req.MaxOutput)
+	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
 	if err != nil {
 		return wire.Result{}, err
 	}
@@ -912,11 +918,7 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 
 // Wait continues waiting for the running command (wire.ErrNoCommand when none).
 func (s *Session) Wait(ctx context.Context, req wire.Wait) (wire.Result, error) {
-	yield, err := durationOf(req.YieldAfter, wire.DefaultYieldAfter, "yield_after")
-	if err != nil {
-		return wire.Result{}, err
-	}
-	maxOut, err := maxOutputOf(req.MaxOutput)
+	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
 	if err != nil {
 		return wire.Result{}, err
 	}
@@ -1121,11 +1123,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 	if req.Text == "" && len(req.Keys) == 0 {
 		return wire.Result{}, fmt.Errorf("nothing to type: pass \"text\" and/or \"keys\": %w", wire.ErrBadRequest)
 	}
-	yield, err := durationOf(req.YieldAfter, wire.DefaultYieldAfter, "yield_after")
-	if err != nil {
-		return wire.Result{}, err
-	}
-	maxOut, err := maxOutputOf(req.MaxOutput)
+	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
 	if err != nil {
 		return wire.Result{}, err
 	}

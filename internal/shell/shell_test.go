@@ -2,6 +2,7 @@ package shell
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -91,4 +92,32 @@ func TestStatePersists(t *testing.T) {
 		t.Fatalf("after exit: %q", r.Output)
 	}
 	_ = strings.TrimSpace
+}
+
+func TestBadValues(t *testing.T) {
+	s := newTestSession(t, newTestManager(t))
+	ctx := context.Background()
+	neg, negInt := -1.0, -1
+	for name, call := range map[string]func() error{
+		"exec no command":          func() error { _, err := s.Exec(ctx, wire.Exec{Timeout: 1}); return err },
+		"exec blank command":       func() error { _, err := s.Exec(ctx, wire.Exec{Command: " \n"}); return err },
+		"exec NUL":                 func() error { _, err := s.Exec(ctx, wire.Exec{Command: "echo \x00"}); return err },
+		"exec negative timeout":    func() error { _, err := s.Exec(ctx, wire.Exec{Command: "true", Timeout: -1}); return err },
+		"exec negative yield":      func() error { _, err := s.Exec(ctx, wire.Exec{Command: "true", YieldAfter: &neg}); return err },
+		"exec negative max_output": func() error { _, err := s.Exec(ctx, wire.Exec{Command: "true", MaxOutput: &negInt}); return err },
+		"wait negative yield":      func() error { _, err := s.Wait(ctx, wire.Wait{YieldAfter: &neg}); return err },
+		"input nothing":            func() error { _, err := s.Input(ctx, wire.Input{}); return err },
+		"input unknown key":        func() error { _, err := s.Input(ctx, wire.Input{Keys: []string{"Hyper-X"}}); return err },
+		"resize missing rows":      func() error { _, err := s.Resize(80, 0); return err },
+		"resize huge":              func() error { _, err := s.Resize(5000, 40); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := call(); !errors.Is(err, wire.ErrBadRequest) {
+				t.Fatalf("got %v, want a bad request", err)
+			}
+		})
+	}
+	if r := run(t, s, "echo still fine"); r.Output != "still fine\n" {
+		t.Fatalf("after bad requests: %+v", r)
+	}
 }
