@@ -1,14 +1,14 @@
 # limbs: build, test, fuzz, bench. `make help` lists the targets.
 GO      ?= go
 BIN     := bin
-FUZZTIME ?= 10s
+FUZZTIME ?= 10000x
 
 .PHONY: help build test test-short fuzz bench vet lint clean
 
 help:
 	@echo "make build       bin/limbs and a static bin/limbsd"
 	@echo "make test        every test, with the race detector (Docker tests skip without an engine)"
-	@echo "make fuzz        each fuzz target for FUZZTIME ($(FUZZTIME)), corpus kept in testdata/fuzz"
+	@echo "make fuzz        each fuzz target for FUZZTIME ($(FUZZTIME): a count of inputs, so that no deadline can cut an input short), corpus in testdata/fuzz"
 	@echo "make bench       the benchmarks against their baselines, printed as ratios"
 	@echo "make vet         gofmt, go vet and staticcheck"
 
