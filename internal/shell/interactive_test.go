@@ -2,9 +2,11 @@ package shell
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -74,5 +76,24 @@ func TestYieldThenWaitReturnsEveryLineOnce(t *testing.T) {
 	}
 	if all != want.String() {
 		t.Fatalf("got %q", all)
+	}
+}
+
+// A command that ends after a running result with nothing more to print
+// still gives its exit code to the next wait, once.
+func TestWaitAfterSilentEnd(t *testing.T) {
+	s := newTestSession(t, newTestManager(t))
+	ctx := context.Background()
+	r, err := s.Exec(ctx, wire.Exec{Command: "echo a; sleep 0.5; exit_code_7() { return 7; }; exit_code_7", YieldAfter: f(0.2)})
+	if err != nil || r.Status != wire.StatusRunning || r.Output != "a\n" {
+		t.Fatalf("first: %+v %v", r, err)
+	}
+	time.Sleep(time.Second) // it ends, printing nothing more
+	r, err = s.Wait(ctx, wire.Wait{})
+	if err != nil || r.Status != wire.StatusExited || *r.ExitCode != 7 || r.Output != "" {
+		t.Fatalf("wait after the end: %+v %v", r, err)
+	}
+	if _, err := s.Wait(ctx, wire.Wait{}); !errors.Is(err, wire.ErrNoCommand) {
+		t.Fatalf("second wait: %v, want no_command", err)
 	}
 }

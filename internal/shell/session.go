@@ -447,6 +447,7 @@ type command struct {
 	exitCode int
 	status   string
 	shellEnd bool
+	reported bool   // the final result was handed out
 	stopping string // timeout or interrupted, once a stop began
 	timer    *time.Timer
 	done     chan struct{}
@@ -925,9 +926,9 @@ func (s *Session) Wait(ctx context.Context, req wire.Wait) (wire.Result, error) 
 	s.mu.Lock()
 	c := s.cur
 	if c == nil {
-		// A command that ended after its last result still has output to
-		// hand over once.
-		if l := s.last; l != nil && l.returned < l.endOff {
+		// A command that ended after its last result still owes its
+		// caller the final result (exit code, remaining output), once.
+		if l := s.last; l != nil && !l.reported {
 			c = l
 		}
 	}
@@ -1045,6 +1046,9 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	s.mu.Lock()
 	if to > c.returned || c.ended {
 		c.returned = max(c.returned, to)
+	}
+	if c.ended {
+		c.reported = true
 	}
 	s.mu.Unlock()
 	r.OffsetEnd = to
