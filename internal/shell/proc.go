@@ -68,7 +68,10 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 		return nil, fmt.Errorf("opening a pseudo-terminal: %w (is /dev/pts mounted?)", err)
 	}
 	defer tty.Close()
-	_ = pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	if ptmx, err = pollable(ptmx); err != nil {
+		return nil, err
+	}
+	_ = unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)})
 	var st unix.Stat_t
 	if err := unix.Fstat(int(tty.Fd()), &st); err != nil {
 		ptmx.Close()
@@ -94,6 +97,24 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 	p.cmd = c
 	p.pid = c.Process.Pid
 	return p, nil
+}
+
+// pollable returns the terminal master as a non-blocking file served by
+// Go's network poller. pty.Open leaves it in blocking mode (its ioctls go
+// through Fd()), and a blocking read holds an OS thread: every wake-up of
+// the read loop, and of a caller waiting for a command, would then cross
+// threads, which costs a millisecond on an idle virtual machine.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicating the pseudo-terminal: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pseudo-terminal non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), nil
 }
 
 // foreground returns the terminal's foreground process group.
