@@ -3,6 +3,7 @@ package shell
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,5 +96,47 @@ func TestWaitAfterSilentEnd(t *testing.T) {
 	}
 	if _, err := s.Wait(ctx, wire.Wait{}); !errors.Is(err, wire.ErrNoCommand) {
 		t.Fatalf("second wait: %v, want no_command", err)
+	}
+}
+
+// Log files are written off the command's path: complete up to offset_end
+// at once for running and truncated results, shortly after for the rest.
+func TestLogFiles(t *testing.T) {
+	m := newTestManager(t)
+	s := newTestSession(t, m)
+	ctx := context.Background()
+	readLog := func(r wire.Result) string {
+		b, _ := os.ReadFile(r.LogPath)
+		return string(b)
+	}
+	r, err := s.Exec(ctx, wire.Exec{Command: "echo first; sleep 0.4; echo second", YieldAfter: f(0.2)})
+	if err != nil || r.Status != wire.StatusRunning {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if got := readLog(r); got != "first\r\n" {
+		t.Fatalf("log of a running command: %q", got)
+	}
+	one := 10
+	r, err = s.Exec(ctx, wire.Exec{Command: "seq 1 100", MaxOutput: &one})
+	if !errors.Is(err, wire.ErrBusy) {
+		t.Fatalf("exec while running: %v", err)
+	}
+	if r, err = s.Wait(ctx, wire.Wait{}); err != nil || r.Status != wire.StatusExited {
+		t.Fatalf("%+v %v", r, err)
+	}
+	r, err = s.Exec(ctx, wire.Exec{Command: "seq 1 100", MaxOutput: &one})
+	if err != nil || !r.Truncated {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if got := readLog(r); strings.Count(got, "\n") != 100 || !strings.HasSuffix(got, "100\r\n") {
+		t.Fatalf("log of a truncated command: %q", got)
+	}
+	r = run(t, s, "echo small")
+	deadline := time.Now().Add(5 * time.Second)
+	for readLog(r) != "small\r\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("log of a short command never written: %q", readLog(r))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -403,8 +403,9 @@ type Session struct {
 	cur      *command // the running command
 	last     *command // the newest finished one
 	seq      int      // commands started, typed by us or by a person
-	deleted  bool
-	startErr string // what a shell printed before dying at start-up
+	deleted  bool     // removed for good
+	closing  bool     // deleted, or the daemon is stopping: no new shell
+	startErr string   // what a shell printed before dying at start-up
 
 	emuMu   sync.Mutex
 	emu     emulator
@@ -417,10 +418,9 @@ type Session struct {
 	persistMu  sync.Mutex // serialises writeState
 	savedEnv   []byte
 	savedState []byte
-	// A log file made ahead for the next command id, so that creating it
-	// is not on the command's path. Guarded by mu.
-	nextLog     *os.File
-	nextLogPath string
+	// Finished commands whose log file the persist loop still has to
+	// write. Guarded by mu.
+	pendingLogs []*command
 }
 
 type resizeAt struct {
@@ -434,7 +434,9 @@ type command struct {
 	id       string
 	text     string
 	logPath  string
+	logMu    sync.Mutex // guards logf and logged
 	logf     *os.File
+	logged   int64 // stream offset up to which the log file is written
 	typedAt  time.Time
 	started  bool
 	startOff int64
@@ -484,9 +486,9 @@ func (s *Session) shell(ctx context.Context) (*proc, error) {
 	s.startMu.Lock()
 	defer s.startMu.Unlock()
 	s.mu.Lock()
-	if s.deleted {
+	if s.closing {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("session %q was deleted: %w", s.id, wire.ErrNotFound)
+		return nil, fmt.Errorf("session %q was deleted or its daemon is stopping: %w", s.id, wire.ErrNotFound)
 	}
 	p := s.p
 	if p == nil {
@@ -653,9 +655,6 @@ func (s *Session) appendLocked(d []byte) {
 	}
 	s.out.append(d)
 	s.lastOut.Store(time.Now().UnixNano())
-	if c := s.cur; c != nil && c.started && c.logf != nil {
-		_, _ = c.logf.Write(d)
-	}
 }
 
 func (s *Session) eventLocked(p *proc, ev event, ready bool) {
@@ -677,9 +676,6 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 			c.returned = c.startOff
 			c.startAt = time.Now()
 			s.seq++
-			if c.logf == nil {
-				c.logf, _ = os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-			}
 		}
 	case evExit:
 		if ev.cwd != "" {
@@ -715,14 +711,6 @@ func (s *Session) newCommandLocked(text string) *command {
 		id: id, text: text, logPath: filepath.Join(s.dir, id+".log"),
 		startOff: -1, typedAt: time.Now(), done: make(chan struct{}),
 	}
-	if s.nextLog != nil {
-		if s.nextLogPath == c.logPath {
-			c.logf = s.nextLog
-		} else {
-			s.nextLog.Close()
-		}
-		s.nextLog = nil
-	}
 	s.persist() // makes the next command's log ahead
 	return c
 }
@@ -753,13 +741,11 @@ func (s *Session) finishLocked(c *command, code int, shellEnd bool) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if c.logf != nil {
-		c.logf.Close()
-		c.logf = nil
-	}
+	s.pendingLogs = append(s.pendingLogs, c)
 	if s.cur == c {
 		s.cur = nil
 	}
+	s.persist() // writes the log file
 	s.last = c
 	close(c.done)
 }
@@ -785,7 +771,7 @@ func (s *Session) onExit(p *proc) {
 	if wasReady {
 		s.restarts++
 	}
-	deleted := s.deleted
+	deleted := s.closing
 	s.mu.Unlock()
 	close(p.done)
 	s.log.Info("shell exited", "status", p.status)
@@ -898,13 +884,6 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	if err := os.WriteFile(script, []byte(text), 0o600); err != nil {
 		s.mu.Unlock()
 		return wire.Result{}, fmt.Errorf("writing the command file: %w", err)
-	}
-	if c.logf == nil {
-		c.logf, err = os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			s.mu.Unlock()
-			return wire.Result{}, fmt.Errorf("creating the command log: %w", err)
-		}
 	}
 	s.cur = c
 	if timeout > 0 {
@@ -1055,7 +1034,55 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	r.OutputBytes = to - r.OffsetStart
 	r.ChunkStart = from
 	r.Output, r.Truncated = s.cleanRange(from, to, maxOut)
+	// The log file is written from the stream off the command's path
+	// (creating a file on a disk costs a millisecond). It is complete up
+	// to offset_end before a result whose output is not all in `output`
+	// goes out: a running or a truncated one.
+	if (!c.ended || r.Truncated) && r.OffsetStart >= 0 {
+		s.writeLog(c, to)
+	}
 	return r
+}
+
+// writeLog brings c's log file up to stream offset upTo.
+func (s *Session) writeLog(c *command, upTo int64) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	s.mu.Lock()
+	start := c.startOff
+	s.mu.Unlock()
+	if start < 0 {
+		return
+	}
+	if c.logf == nil {
+		f, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			s.log.Warn("writing a command log", "command", c.id, "err", err)
+			return
+		}
+		c.logf, c.logged = f, start
+	}
+	if upTo > c.logged {
+		n, err := io.Copy(c.logf, s.out.reader(c.logged, upTo))
+		c.logged += n
+		if err != nil {
+			s.log.Warn("writing a command log", "command", c.id, "err", err)
+		}
+	}
+}
+
+// closeLog completes and closes a finished command's log file.
+func (s *Session) closeLog(c *command) {
+	s.mu.Lock()
+	end := c.endOff
+	s.mu.Unlock()
+	s.writeLog(c, end)
+	c.logMu.Lock()
+	if c.logf != nil {
+		c.logf.Close()
+		c.logf = nil
+	}
+	c.logMu.Unlock()
 }
 
 // holdBack is how many bytes at the end of [from, to) to keep for the next
@@ -1360,7 +1387,8 @@ func (s *Session) NewReader(from int64) (*StreamReader, error) {
 // close ends the session's shell; remove also deletes its state.
 func (s *Session) close(remove bool) {
 	s.mu.Lock()
-	s.deleted = true
+	s.closing = true
+	s.deleted = remove
 	p := s.p
 	c := s.cur
 	s.mu.Unlock()
@@ -1375,14 +1403,17 @@ func (s *Session) close(remove bool) {
 		}
 	}
 	close(s.stopPersist)
+	if !remove {
+		// The last state, and the logs of the last commands, for the
+		// next daemon.
+		s.writeState()
+	}
 	s.out.close()
 	s.emuMu.Lock()
 	s.emu.Close()
 	s.emuMu.Unlock()
 	if remove {
 		_ = os.RemoveAll(s.dir)
-	} else {
-		s.writeState()
 	}
 }
 
@@ -1415,11 +1446,14 @@ func (s *Session) writeState() {
 		Cwd: s.cwd, Shell: s.shellPath, Env: s.reqEnv, Restarts: s.restarts,
 	}
 	deleted := s.deleted
-	wantLog := ""
-	if s.nextLog == nil && !deleted {
-		wantLog = filepath.Join(s.dir, "c_"+strconv.Itoa(s.nextCmd+1)+".log")
-	}
+	logs := s.pendingLogs
+	s.pendingLogs = nil
 	s.mu.Unlock()
+	if !deleted {
+		for _, c := range logs {
+			s.closeLog(c)
+		}
+	}
 	if deleted {
 		if _, err := os.Stat(s.dir); errors.Is(err, os.ErrNotExist) {
 			return
@@ -1438,21 +1472,6 @@ func (s *Session) writeState() {
 	if env, err := os.ReadFile(filepath.Join(s.rdir, "env")); err == nil && bytes.HasSuffix(env, []byte(envEnd+"\n")) && !bytes.Equal(env, s.savedEnv) {
 		if err := writeFile(filepath.Join(s.dir, "env"), env, 0o600); err == nil {
 			s.savedEnv = env
-		}
-	}
-	if wantLog != "" {
-		f, err := os.OpenFile(wantLog, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		if s.nextLog == nil && !s.deleted && wantLog == filepath.Join(s.dir, "c_"+strconv.Itoa(s.nextCmd+1)+".log") {
-			s.nextLog, s.nextLogPath = f, wantLog
-			f = nil
-		}
-		s.mu.Unlock()
-		if f != nil {
-			f.Close()
 		}
 	}
 }
