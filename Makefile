@@ -9,7 +9,7 @@ help:
 	@echo "make build       bin/limbs and a static bin/limbsd"
 	@echo "make test        every test, with the race detector (Docker tests skip without an engine)"
 	@echo "make fuzz        each fuzz target for FUZZTIME ($(FUZZTIME): a count of inputs, so that no deadline can cut an input short), corpus in testdata/fuzz"
-	@echo "make bench       the benchmarks against their baselines, printed as ratios"
+	@echo "make bench       the benchmarks against their baselines: round trip and throughput vs a raw PTY, sandboxes vs docker run/exec"
 	@echo "make vet         gofmt, go vet and staticcheck"
 
 build:
@@ -33,8 +33,9 @@ fuzz:
 	done
 
 bench: build
-	$(GO) test -run '^$$' -bench RoundTrip -benchtime 500x ./internal/bench
+	$(GO) test -run '^$$' -bench RoundTrip -benchtime 2000x ./internal/bench
 	$(GO) test -run '^$$' -bench Throughput -benchtime 3x ./internal/bench
+	$(GO) test -run '^$$' -bench DockerSandboxes -benchtime 20x ./internal/control
 
 vet:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"
