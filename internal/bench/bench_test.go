@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/limbs-dev/limbs/internal/testbin"
 
 	"github.com/creack/pty"
 	"github.com/limbs-dev/limbs/internal/client"
@@ -61,37 +62,10 @@ func daemon(b *testing.B) (*client.Client, string) {
 	return c, s.ID
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// limbsdBinary is cmd/limbsd as shipped.
+func limbsdBinary(b *testing.B) string { return testbin.Path(b, "limbsd", false) }
 
-// limbsdBinary builds cmd/limbsd into a temporary directory once.
-func limbsdBinary(b *testing.B) string {
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "limbs-bench-")
-		if buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "limbsd"), "github.com/limbs-dev/limbs/cmd/limbsd").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building limbsd: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		b.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "limbsd")
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
 
 func p50(d []time.Duration) time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })

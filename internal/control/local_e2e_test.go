@@ -6,14 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/limbs-dev/limbs/internal/testbin"
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/conformance"
@@ -24,45 +24,10 @@ import (
 
 const e2eToken = "control-e2e-token"
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath)) // limbsd, and limbs next to it
-	}
-	os.Exit(code)
-}
-
-// limbsdBinary builds cmd/limbsd once per test binary, static as shipped.
-func limbsdBinary(t testing.TB) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is not on PATH: cannot build cmd/limbsd")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "limbsd-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "limbsd")
-		cmd := exec.Command(goBin, "build", "-o", binPath, "github.com/limbs-dev/limbs/cmd/limbsd")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building cmd/limbsd: %v", buildErr)
-	}
-	return binPath
-}
+// limbsdBinary is cmd/limbsd, static as shipped.
+func limbsdBinary(t testing.TB) string { return testbin.Path(t, "limbsd", false) }
 
 // plane is a control plane with the local provider over real HTTP.
 type plane struct {

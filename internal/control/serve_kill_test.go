@@ -2,7 +2,6 @@ package control_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -14,33 +13,18 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/limbs-dev/limbs/internal/testbin"
+
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
-var (
-	limbsOnce sync.Once
-	limbsPath string
-	limbsErr  error
-)
-
-// limbsBinary builds cmd/limbs next to the test's limbsd, where limbs serve
-// finds it.
+// limbsBinary is cmd/limbs, built next to the tests' limbsd, where limbs
+// serve finds it.
 func limbsBinary(t testing.TB) string {
-	t.Helper()
-	limbsd := limbsdBinary(t)
-	limbsOnce.Do(func() {
-		limbsPath = filepath.Join(filepath.Dir(limbsd), "limbs")
-		out, err := exec.Command("go", "build", "-o", limbsPath, "github.com/limbs-dev/limbs/cmd/limbs").CombinedOutput()
-		if err != nil {
-			limbsErr = errors.New("building cmd/limbs: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if limbsErr != nil {
-		t.Fatal(limbsErr)
-	}
-	return limbsPath
+	limbsdBinary(t)
+	return testbin.Path(t, "limbs", false)
 }
 
 // serveProcess is `limbs serve` as a real child process.

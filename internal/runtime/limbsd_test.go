@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/testbin"
+
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/conformance"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -44,52 +46,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // TestMain removes the limbsd built for the tests when they end.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
 
-// limbsdBinary builds cmd/limbsd once per test binary: static as shipped,
-// or with the race detector when the tests run under -race, so that the
-// end-to-end suite also hunts data races in the daemon.
-func limbsdBinary(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is not on PATH: cannot build cmd/limbsd")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "limbsd-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "limbsd")
-		cmd := exec.Command(goBin, "build", "-o", binPath, "github.com/limbs-dev/limbs/cmd/limbsd")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if raceEnabled {
-			cmd = exec.Command(goBin, "build", "-race", "-o", binPath, "github.com/limbs-dev/limbs/cmd/limbsd")
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building cmd/limbsd: %v", buildErr)
-	}
-	return binPath
-}
+// limbsdBinary is cmd/limbsd: static as shipped, or with the race detector
+// when the tests run under -race, so that the end-to-end suite also hunts
+// data races in the daemon.
+func limbsdBinary(t *testing.T) string { return testbin.Path(t, "limbsd", raceEnabled) }
 
 // startDaemon runs limbsd on a Unix socket in a fresh temp directory and
 // stops it by PID when the test ends.

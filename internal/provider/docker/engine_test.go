@@ -9,12 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/limbs-dev/limbs/internal/testbin"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
@@ -28,48 +27,11 @@ import (
 // engine answers or limbs/base is missing, and remove everything they
 // create, by id, even when they fail.
 
-var (
-	limbsdOnce sync.Once
-	limbsdBin  string
-	limbsdErr  error
-	limbsdDir  string
-)
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if limbsdDir != "" {
-		os.RemoveAll(limbsdDir)
-	}
-	os.Exit(code)
-}
-
-// buildLimbsd builds the static limbsd of this work tree once per run, or
-// returns $LIMBS_TEST_LIMBSD when set (a limbsd built elsewhere, for
-// instance from a clean checkout).
-func buildLimbsd(t testing.TB) string {
-	t.Helper()
-	if bin := os.Getenv("LIMBS_TEST_LIMBSD"); bin != "" {
-		return bin
-	}
-	limbsdOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-		if limbsdDir, limbsdErr = os.MkdirTemp("", "limbsd-bin-"); limbsdErr != nil {
-			return
-		}
-		limbsdBin = filepath.Join(limbsdDir, "limbsd")
-		cmd := exec.Command("go", "build", "-o", limbsdBin, "./cmd/limbsd")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			limbsdErr = errors.New("building limbsd: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if limbsdErr != nil {
-		t.Fatal(limbsdErr)
-	}
-	return limbsdBin
-}
+// buildLimbsd is the static limbsd of this work tree, or $LIMBS_TEST_LIMBSD
+// when set (a limbsd built elsewhere, for instance from a clean checkout).
+func buildLimbsd(t testing.TB) string { return testbin.Path(t, "limbsd", false) }
 
 // newProvider returns a provider on the local engine, or skips.
 func newProvider(t testing.TB) *Provider {
