@@ -141,7 +141,7 @@ func (m *Manager) restore(ctx context.Context) error {
 			m.log.Warn("skipping unreadable session state", "session", d.Name(), "err", err)
 			continue
 		}
-		s, err := m.newSession(ps, true)
+		s, err := m.newSession(ps)
 		if err != nil {
 			m.log.Warn("cannot restore session", "session", ps.ID, "err", err)
 			continue
@@ -228,7 +228,7 @@ func (m *Manager) Create(ctx context.Context, req wire.CreateSession) (*Session,
 			return nil, fmt.Errorf("a session named %q exists already (%s): use it, delete it, or pick another name: %w", ps.Name, o.id, wire.ErrConflict)
 		}
 	}
-	s, err := m.newSession(ps, false)
+	s, err := m.newSession(ps)
 	if err != nil {
 		m.mu.Unlock()
 		return nil, err
@@ -306,7 +306,7 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-func (m *Manager) newSession(ps persisted, restored bool) (*Session, error) {
+func (m *Manager) newSession(ps persisted) (*Session, error) {
 	dir := filepath.Join(m.opts.StateDir, "sessions", ps.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session state directory: %w", err)
@@ -331,7 +331,7 @@ func (m *Manager) newSession(ps persisted, restored bool) (*Session, error) {
 		token: randomHex(16), shellPath: ps.Shell, env: dedupEnv(env), reqEnv: ps.Env,
 		log: m.log.With("session", ps.ID), out: out,
 		cols: ps.Cols, rows: ps.Rows, cwd: ps.Cwd, nextCmd: ps.NextCmd, restarts: ps.Restarts,
-		restored: restored, persistC: make(chan struct{}, 1), stopPersist: make(chan struct{}),
+		persistC: make(chan struct{}, 1), stopPersist: make(chan struct{}),
 		emu: newEmulator(ps.Cols, ps.Rows), emuOff: out.size(),
 	}
 	go s.persistLoop()
@@ -384,7 +384,6 @@ type Session struct {
 	reqEnv    map[string]string
 	log       *slog.Logger
 	out       *stream
-	restored  bool
 
 	lastOut atomic.Int64 // unix nanoseconds of the newest output
 	lastIn  atomic.Int64 // unix nanoseconds of the newest input
