@@ -1,0 +1,464 @@
+package shell
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/screen"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// options of the exec family, with the documented defaults.
+func durationOf(v *float64, def float64, what string) (time.Duration, error) {
+	f := def
+	if v != nil {
+		f = *v
+	}
+	if f < 0 || f > 1e7 {
+		return 0, fmt.Errorf("%s must be a number of seconds >= 0, got %v: %w", what, f, wire.ErrBadRequest)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+// waitOptions reads yield_after and max_output, with their defaults.
+func waitOptions(yieldAfter *float64, maxOutput *int) (time.Duration, int, error) {
+	yield, err := durationOf(yieldAfter, wire.DefaultYieldAfter, "yield_after")
+	if err != nil {
+		return 0, 0, err
+	}
+	maxOut, err := maxOutputOf(maxOutput)
+	return yield, maxOut, err
+}
+
+func maxOutputOf(v *int) (int, error) {
+	if v == nil {
+		return wire.DefaultMaxOutput, nil
+	}
+	if *v < 0 {
+		return 0, fmt.Errorf("max_output must be >= 0, got %d: %w", *v, wire.ErrBadRequest)
+	}
+	return *v, nil
+}
+
+// Exec runs a command (wire.ErrBusy while another one runs).
+func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return wire.Result{}, fmt.Errorf("command is empty: pass the shell text to run in \"command\": %w", wire.ErrBadRequest)
+	}
+	if strings.ContainsRune(req.Command, 0) {
+		return wire.Result{}, fmt.Errorf("command contains a NUL byte, which no shell can run: %w", wire.ErrBadRequest)
+	}
+	timeout, err := durationOf(&req.Timeout, 0, "timeout")
+	if err != nil {
+		return wire.Result{}, err
+	}
+	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
+	if err != nil {
+		return wire.Result{}, err
+	}
+	p, err := s.shell(ctx)
+	if err != nil {
+		return wire.Result{}, err
+	}
+	s.mu.Lock()
+	if s.cur != nil {
+		id := s.cur.id
+		s.mu.Unlock()
+		return wire.Result{}, fmt.Errorf("session %q is running command %s: call wait to follow it, input to answer it, or interrupt to stop it: %w", s.name, id, wire.ErrBusy)
+	}
+	if s.p != p {
+		s.mu.Unlock()
+		return wire.Result{}, fmt.Errorf("the shell of session %q just exited; retry: %w", s.name, wire.ErrUnavailable)
+	}
+	c := s.newCommandLocked(req.Command)
+	text := req.Command
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	var line string
+	// The shell sources the command from a file: no typing cost, no
+	// line-length limit, no continuation prompts. The shell has read the
+	// whole file by the time it prints the start marker, and the file is
+	// only rewritten when no command runs.
+	script := filepath.Join(s.rdir, "cmd")
+	if p.bash {
+		// C-x C-l: the rc binds it to a macro typing ` . "$__L"` and Enter.
+		line = "\x18\x0c"
+	} else {
+		text = "printf '\\033]633;limbs;%s;S\\007' " + shq(s.token) + "\n" + text
+		line = "\x15 . " + shq(script) + "\n"
+	}
+	if err := os.WriteFile(script, []byte(text), 0o600); err != nil {
+		s.mu.Unlock()
+		return wire.Result{}, fmt.Errorf("writing the command file: %w", err)
+	}
+	s.cur = c
+	if timeout > 0 {
+		c.timer = time.AfterFunc(timeout, func() { s.stop(c, wire.StatusTimeout) })
+	}
+	s.mu.Unlock()
+	if err := s.write(p, []byte(line)); err != nil {
+		return wire.Result{}, fmt.Errorf("typing into the terminal: %w", err)
+	}
+	return s.await(ctx, c, yield, maxOut)
+}
+
+// Wait continues waiting for the running command (wire.ErrNoCommand when none).
+func (s *Session) Wait(ctx context.Context, req wire.Wait) (wire.Result, error) {
+	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
+	if err != nil {
+		return wire.Result{}, err
+	}
+	s.mu.Lock()
+	c := s.cur
+	if c == nil {
+		// A command that ended after its last result still owes its
+		// caller the final result (exit code, remaining output), once.
+		if l := s.last; l != nil && !l.reported {
+			c = l
+		}
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return wire.Result{}, fmt.Errorf("nothing is running in session %q: start a command with exec: %w", s.name, wire.ErrNoCommand)
+	}
+	return s.await(ctx, c, yield, maxOut)
+}
+
+// await waits for c to end, for yield to pass, or for c to wait for input.
+func (s *Session) await(ctx context.Context, c *command, yield time.Duration, maxOut int) (wire.Result, error) {
+	var yieldC <-chan time.Time
+	if yield > 0 {
+		t := time.NewTimer(yield)
+		defer t.Stop()
+		yieldC = t.C
+	}
+	quiet := time.NewTimer(s.untilQuiet(c))
+	defer quiet.Stop()
+	for {
+		select {
+		case <-c.done:
+			return s.result(c, maxOut, false), nil
+		case <-yieldC:
+			return s.result(c, maxOut, s.waiting(c)), nil
+		case <-quiet.C:
+			d := s.untilQuiet(c)
+			if d <= 0 {
+				if s.waiting(c) {
+					return s.result(c, maxOut, true), nil
+				}
+				d = 250 * time.Millisecond
+			}
+			quiet.Reset(d)
+		case <-ctx.Done():
+			return wire.Result{}, ctx.Err()
+		}
+	}
+}
+
+// untilQuiet is how long until neither output nor input has happened for
+// quietPeriod.
+func (s *Session) untilQuiet(c *command) time.Duration {
+	last := max(s.lastOut.Load(), s.lastIn.Load(), c.typedAt.UnixNano())
+	return time.Until(time.Unix(0, last).Add(quietPeriod))
+}
+
+func (s *Session) waiting(c *command) bool {
+	s.mu.Lock()
+	p := s.p
+	running := s.cur == c && c.started
+	s.mu.Unlock()
+	if !running || p == nil || !p.waitingForInput() {
+		return false
+	}
+	// The program went to sleep after printing all it printed. If that
+	// was the end of the command (the shell back at its prompt), the end
+	// marker is in the terminal or in the read loop's hands: give it the
+	// moment it takes to arrive before calling this a prompt.
+	deadline := time.Now().Add(200 * time.Millisecond)
+	settledAt := time.Time{}
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			return false
+		default:
+		}
+		if p.unread() == 0 {
+			if settledAt.IsZero() {
+				settledAt = time.Now()
+			} else if time.Since(settledAt) > 10*time.Millisecond {
+				break
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// result reports c, handing over the output not returned before.
+func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
+	s.mu.Lock()
+	r := wire.Result{CommandID: c.id, LogPath: c.logPath, Cwd: s.cwd}
+	var from, to int64
+	if c.ended {
+		from, to = c.returned, c.endOff
+		code := c.exitCode
+		r.ExitCode = &code
+		r.Status = c.status
+		r.ShellExited = c.shellEnd
+		r.DurationMs = c.endAt.Sub(c.typedAt).Milliseconds()
+		r.OffsetStart = c.startOff
+	} else {
+		r.Status = wire.StatusRunning
+		r.WaitingForInput = waiting
+		r.DurationMs = time.Since(c.typedAt).Milliseconds()
+		if c.started {
+			from, to = c.returned, s.out.size()
+			r.OffsetStart = c.startOff
+		} else {
+			from, to = s.out.size(), s.out.size()
+			r.OffsetStart = from
+		}
+	}
+	s.mu.Unlock()
+	if !c.ended && to > from {
+		to -= s.holdBack(from, to)
+	}
+	s.mu.Lock()
+	if to > c.returned || c.ended {
+		c.returned = max(c.returned, to)
+	}
+	if c.ended {
+		c.reported = true
+	}
+	s.mu.Unlock()
+	r.OffsetEnd = to
+	r.OutputBytes = to - r.OffsetStart
+	r.ChunkStart = from
+	r.Output, r.Truncated = s.cleanRange(from, to, maxOut)
+	// The log file is written from the stream off the command's path
+	// (creating a file on a disk costs a millisecond). It is complete up
+	// to offset_end before a result whose output is not all in `output`
+	// goes out: a running or a truncated one.
+	if (!c.ended || r.Truncated) && r.OffsetStart >= 0 {
+		s.writeLog(c, to)
+	}
+	return r
+}
+
+// writeLog brings c's log file up to stream offset upTo.
+func (s *Session) writeLog(c *command, upTo int64) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	s.mu.Lock()
+	start := c.startOff
+	s.mu.Unlock()
+	if start < 0 {
+		return
+	}
+	if c.logf == nil {
+		f, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			s.log.Warn("writing a command log", "command", c.id, "err", err)
+			return
+		}
+		c.logf, c.logged = f, start
+	}
+	if upTo > c.logged {
+		n, err := io.Copy(c.logf, s.out.reader(c.logged, upTo))
+		c.logged += n
+		if err != nil {
+			s.log.Warn("writing a command log", "command", c.id, "err", err)
+		}
+	}
+}
+
+// closeLog completes and closes a finished command's log file.
+func (s *Session) closeLog(c *command) {
+	s.mu.Lock()
+	end := c.endOff
+	s.mu.Unlock()
+	s.writeLog(c, end)
+	c.logMu.Lock()
+	if c.logf != nil {
+		c.logf.Close()
+		c.logf = nil
+	}
+	c.logMu.Unlock()
+}
+
+// holdBack is how many bytes at the end of [from, to) to keep for the next
+// result because they may be the first half of something: an escape
+// sequence, a UTF-8 character, or a \r whose \n has not arrived.
+func (s *Session) holdBack(from, to int64) int64 {
+	n := min(to-from, 64)
+	tail := make([]byte, n)
+	got, _ := s.out.readAt(tail, to-n)
+	return int64(unfinishedTail(tail[:got]))
+}
+
+// cleanRange renders [from, to) of the stream as a person would read it.
+func (s *Session) cleanRange(from, to int64, maxOut int) (string, bool) {
+	if to <= from {
+		return "", false
+	}
+	limit := maxOut
+	if maxOut == 0 {
+		limit = 1 // max_output 0: only the count
+	}
+	t := screen.NewText(limit)
+	_, _ = io.Copy(t, s.out.reader(from, to))
+	text, truncated, _ := t.Result()
+	if maxOut == 0 {
+		return "", to > from
+	}
+	if truncated {
+		text = strings.Replace(text, " characters omitted ...]",
+			fmt.Sprintf(" characters omitted; full output: GET /v1/sessions/%s/output?from=%d&to=%d ...]", s.id, from, to), 1)
+	}
+	return text, truncated
+}
+
+// stop interrupts c: SIGINT to the foreground job, then SIGTERM, then
+// SIGKILL to its process group, and as a last resort the whole shell.
+func (s *Session) stop(c *command, why string) {
+	s.mu.Lock()
+	if c.ended || c.stopping != "" {
+		s.mu.Unlock()
+		return
+	}
+	c.stopping = why
+	p := s.p
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	steps := []struct {
+		sig   syscall.Signal
+		grace time.Duration
+	}{{syscall.SIGINT, graceInt}, {syscall.SIGTERM, graceTerm}, {syscall.SIGKILL, 2 * time.Second}}
+	for _, st := range steps {
+		p.signalForeground(st.sig)
+		select {
+		case <-c.done:
+			return
+		case <-p.done:
+			return
+		case <-time.After(st.grace):
+		}
+	}
+	s.log.Warn("command survived SIGKILL of its process group; killing the shell", "command", c.id)
+	p.killTree()
+}
+
+// Input types text and keys into the terminal.
+func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error) {
+	if req.Text == "" && len(req.Keys) == 0 {
+		return wire.Result{}, fmt.Errorf("nothing to type: pass \"text\" and/or \"keys\": %w", wire.ErrBadRequest)
+	}
+	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
+	if err != nil {
+		return wire.Result{}, err
+	}
+	p, err := s.shell(ctx)
+	if err != nil {
+		return wire.Result{}, err
+	}
+	s.mu.Lock()
+	b, err := encodeInput(req.Text, req.Keys, s.parser.appCursor, s.parser.paste)
+	c := s.cur
+	seq := s.seq
+	before := s.out.size()
+	s.mu.Unlock()
+	if err != nil {
+		return wire.Result{}, err
+	}
+	s.lastIn.Store(time.Now().UnixNano())
+	if err := s.write(p, b); err != nil {
+		return wire.Result{}, fmt.Errorf("typing into the terminal: %w", err)
+	}
+	if c != nil {
+		return s.await(ctx, c, yield, maxOut)
+	}
+	// The shell was idle: the input may start a command (a line and
+	// Enter); otherwise report what it printed once output settles.
+	deadline := time.Now().Add(yield)
+	for {
+		s.mu.Lock()
+		var started *command
+		if s.seq != seq {
+			started = s.cur
+			if started == nil {
+				started = s.last
+			}
+		}
+		s.mu.Unlock()
+		if started != nil {
+			return s.await(ctx, started, max(time.Until(deadline), time.Millisecond), maxOut)
+		}
+		end, ch := s.out.changed()
+		wait := settleIdle
+		if yield > 0 {
+			wait = min(wait, time.Until(deadline))
+		}
+		if wait <= 0 {
+			return s.idleResult(before, end, maxOut), nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ch:
+			t.Stop()
+		case <-t.C:
+			s.mu.Lock()
+			changed := s.seq != seq
+			s.mu.Unlock()
+			if !changed {
+				return s.idleResult(before, end, maxOut), nil
+			}
+		case <-ctx.Done():
+			t.Stop()
+			return wire.Result{}, ctx.Err()
+		}
+	}
+}
+
+func (s *Session) idleResult(from, to int64, maxOut int) wire.Result {
+	s.mu.Lock()
+	r := wire.Result{Status: wire.StatusExited, Cwd: s.cwd, OffsetStart: from, OffsetEnd: to, OutputBytes: to - from, ChunkStart: from}
+	s.mu.Unlock()
+	r.Output, r.Truncated = s.cleanRange(from, to, maxOut)
+	return r
+}
+
+// Interrupt stops the running command (SIGINT, then escalation).
+func (s *Session) Interrupt(ctx context.Context, req wire.Interrupt) (wire.Result, error) {
+	maxOut, err := maxOutputOf(req.MaxOutput)
+	if err != nil {
+		return wire.Result{}, err
+	}
+	s.mu.Lock()
+	c := s.cur
+	s.mu.Unlock()
+	if c == nil {
+		return wire.Result{}, fmt.Errorf("nothing is running in session %q to interrupt: %w", s.name, wire.ErrNoCommand)
+	}
+	s.stop(c, wire.StatusInterrupted)
+	select {
+	case <-c.done:
+	case <-time.After(readyWait):
+	case <-ctx.Done():
+		return wire.Result{}, ctx.Err()
+	}
+	return s.result(c, maxOut, false), nil
+}

@@ -1,0 +1,361 @@
+package shell
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// StateDir holds per-session state and output logs (StateDir/sessions/ID).
+	StateDir string
+	// Workdir is the default working directory of new sessions.
+	Workdir string
+	// Shell is the default shell; empty means bash when found, else sh.
+	Shell string
+	// Env is the base environment of every shell (os.Environ() if nil).
+	Env    []string
+	Logger *slog.Logger
+}
+
+// Timing of the stop escalation and of input detection. Variables so that
+// tests of the escalation itself can shorten them.
+var (
+	graceInt    = time.Second // after SIGINT, before SIGTERM
+	graceTerm   = time.Second // after SIGTERM, before SIGKILL
+	quietPeriod = time.Second // no output for this long: look for a prompt
+	settleIdle  = 300 * time.Millisecond
+	readyWait   = 20 * time.Second
+)
+
+const (
+	defaultCols = 160
+	defaultRows = 40
+)
+
+// Manager owns every session of one daemon.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	closed   bool
+	// runDir is scratch space on a memory filesystem when there is one:
+	// command files and the shells' environment saves are written there on
+	// every command, and creating files on a disk costs 0.3 ms or more.
+	runDir string
+}
+
+var resetSignals sync.Once
+
+// NewManager restores the sessions persisted under opts.StateDir.
+func NewManager(ctx context.Context, opts Options) (*Manager, error) {
+	if opts.StateDir == "" {
+		return nil, fmt.Errorf("no state directory given: %w", wire.ErrBadRequest)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
+	if opts.Workdir == "" {
+		opts.Workdir, _ = os.Getwd()
+	}
+	if err := os.MkdirAll(filepath.Join(opts.StateDir, "sessions"), 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	// Signals the daemon inherited as ignored (a daemon started with & has
+	// SIGINT and SIGQUIT ignored; some supervisors ignore SIGPIPE) would
+	// be inherited by every shell and program: Ctrl-C would do nothing and
+	// `yes | head` would print EPIPE errors. Handling them here makes
+	// exec reset them to their defaults in children.
+	resetSignals.Do(func() {
+		for _, sig := range []os.Signal{syscall.SIGPIPE, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP} {
+			if sig == syscall.SIGPIPE || signal.Ignored(sig) {
+				signal.Notify(make(chan os.Signal, 1), sig)
+			}
+		}
+	})
+	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*Session{}, runDir: makeRunDir(opts.StateDir)}
+	if err := m.restore(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// persisted is StateDir/sessions/ID/session.json.
+type persisted struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	CreatedAt time.Time         `json:"created_at"`
+	Cols      int               `json:"cols"`
+	Rows      int               `json:"rows"`
+	Cwd       string            `json:"cwd"`
+	Shell     string            `json:"shell"`
+	Env       map[string]string `json:"env,omitempty"`
+	NextCmd   int               `json:"next_cmd,omitempty"` // read by old state; ids come from the c_N.log files
+	Restarts  int               `json:"restarts"`
+}
+
+func (m *Manager) restore(ctx context.Context) error {
+	dirs, err := os.ReadDir(filepath.Join(m.opts.StateDir, "sessions"))
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(m.opts.StateDir, "sessions", d.Name(), "session.json"))
+		if err != nil {
+			continue
+		}
+		var ps persisted
+		if err := json.Unmarshal(b, &ps); err != nil || ps.ID != d.Name() {
+			m.log.Warn("skipping unreadable session state", "session", d.Name(), "err", err)
+			continue
+		}
+		s, err := m.newSession(ps)
+		if err != nil {
+			m.log.Warn("cannot restore session", "session", ps.ID, "err", err)
+			continue
+		}
+		m.sessions[s.id] = s
+		go func() {
+			if _, err := s.shell(context.WithoutCancel(ctx)); err != nil {
+				m.log.Warn("restoring session shell", "session", s.id, "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// makeRunDir makes a private directory on /dev/shm, or in the state
+// directory when there is no usable /dev/shm.
+func makeRunDir(stateDir string) string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "limbs-"); err == nil {
+			return d
+		}
+	}
+	d := filepath.Join(stateDir, "run")
+	_ = os.RemoveAll(d)
+	_ = os.MkdirAll(d, 0o700)
+	return d
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Create starts a new session.
+func (m *Manager) Create(ctx context.Context, req wire.CreateSession) (*Session, error) {
+	if req.Cols < 0 || req.Rows < 0 || req.Cols > 1000 || req.Rows > 1000 {
+		return nil, fmt.Errorf("cols and rows must be between 1 and 1000, got %dx%d: %w", req.Cols, req.Rows, wire.ErrBadRequest)
+	}
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("env name %q is not a valid variable name: %w", k, wire.ErrBadRequest)
+		}
+	}
+	shellPath, err := findShell(req.Shell)
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", err, wire.ErrBadRequest)
+	}
+	if req.Shell == "" && m.opts.Shell != "" {
+		if shellPath, err = findShell(m.opts.Shell); err != nil {
+			return nil, err
+		}
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = m.opts.Workdir
+	} else if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(m.opts.Workdir, cwd)
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("cwd %q is not an existing directory: create it first or leave cwd out: %w", cwd, wire.ErrBadRequest)
+	}
+	ps := persisted{
+		ID: "s_" + randomHex(6), Name: req.Name, CreatedAt: time.Now().UTC(),
+		Cols: req.Cols, Rows: req.Rows, Cwd: cwd, Shell: shellPath, Env: req.Env,
+	}
+	if ps.Cols == 0 {
+		ps.Cols = defaultCols
+	}
+	if ps.Rows == 0 {
+		ps.Rows = defaultRows
+	}
+	if ps.Name == "" {
+		ps.Name = ps.ID
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("daemon is shutting down: %w", wire.ErrUnavailable)
+	}
+	for _, o := range m.sessions {
+		if o.name == ps.Name {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("a session named %q exists already (%s): use it, delete it, or pick another name: %w", ps.Name, o.id, wire.ErrConflict)
+		}
+	}
+	s, err := m.newSession(ps)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.sessions[s.id] = s
+	m.mu.Unlock()
+	if _, err := s.shell(ctx); err != nil {
+		_ = m.Delete(s.id)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Get finds a session by id or name (wire.ErrNotFound otherwise).
+func (m *Manager) Get(idOrName string) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sessions[idOrName]; ok {
+		return s, nil
+	}
+	for _, s := range m.sessions {
+		if s.name == idOrName {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("session %q does not exist: list sessions with GET /v1/sessions or create it with POST /v1/sessions: %w", idOrName, wire.ErrNotFound)
+}
+
+// List returns every session, oldest first.
+func (m *Manager) List() []*Session {
+	m.mu.Lock()
+	out := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		out = append(out, s)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].created.Equal(out[j].created) {
+			return out[i].created.Before(out[j].created)
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+// Delete kills the session's whole process tree and forgets it.
+func (m *Manager) Delete(idOrName string) error {
+	s, err := m.Get(idOrName)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.sessions, s.id)
+	m.mu.Unlock()
+	s.close(true)
+	return nil
+}
+
+// Close kills every shell; their state stays on disk for the next daemon.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	ss := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.close(false) }()
+	}
+	wg.Wait()
+	_ = os.RemoveAll(m.runDir)
+	return nil
+}
+
+func (m *Manager) newSession(ps persisted) (*Session, error) {
+	dir := filepath.Join(m.opts.StateDir, "sessions", ps.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("session state directory: %w", err)
+	}
+	rdir := filepath.Join(m.runDir, ps.ID)
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		return nil, fmt.Errorf("session run directory: %w", err)
+	}
+	ps.NextCmd = max(ps.NextCmd, lastCommandNumber(dir))
+	out, err := openStream(filepath.Join(dir, "stream.log"))
+	if err != nil {
+		return nil, err
+	}
+	env := make([]string, 0, len(m.opts.Env)+len(agentEnv)+len(ps.Env))
+	env = append(env, m.opts.Env...)
+	env = append(env, agentEnv...)
+	for k, v := range ps.Env {
+		env = append(env, k+"="+v)
+	}
+	s := &Session{
+		m: m, id: ps.ID, name: ps.Name, created: ps.CreatedAt, dir: dir, rdir: rdir,
+		token: randomHex(16), shellPath: ps.Shell, env: dedupEnv(env), reqEnv: ps.Env,
+		log: m.log.With("session", ps.ID), out: out,
+		cols: ps.Cols, rows: ps.Rows, cwd: ps.Cwd, nextCmd: ps.NextCmd, restarts: ps.Restarts,
+		persistC: make(chan struct{}, 1), stopPersist: make(chan struct{}),
+		emu: newEmulator(ps.Cols, ps.Rows), emuOff: out.size(),
+	}
+	go s.persistLoop()
+	s.persist()
+	return s, nil
+}
+
+// lastCommandNumber is the highest N of the c_N.log files in dir, so that
+// command ids never repeat across daemon restarts.
+func lastCommandNumber(dir string) int {
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, "c_") && strings.HasSuffix(name, ".log") {
+			if v, err := strconv.Atoi(name[2 : len(name)-4]); err == nil {
+				n = max(n, v)
+			}
+		}
+	}
+	return n
+}
+
+// dedupEnv keeps the last value of each variable.
+func dedupEnv(env []string) []string {
+	idx := map[string]int{}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
