@@ -1,46 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/testbin"
+
 	"github.com/limbs-dev/limbs/internal/wire"
 )
-
-// lockedBuffer is the terminal the test watches while the relay writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// waitFor polls until cond holds; the bound only keeps a broken relay from
-// hanging the test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i > 200 {
-			t.Fatalf("%s never happened", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func TestAttachTerminal(t *testing.T) {
 	c := newDaemon(t)
@@ -53,13 +23,13 @@ func TestAttachTerminal(t *testing.T) {
 	t.Run("typing, resize and detach", func(t *testing.T) {
 		keys, typist := io.Pipe()
 		defer typist.Close()
-		var screen lockedBuffer
+		var screen testbin.Buffer
 		done := make(chan error, 1)
 		go func() { done <- attachTerminal(t.Context(), c, s.ID, -1, keys, &screen, size) }()
 		if _, err := typist.Write([]byte("echo shell-$((2+3))\n")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the command's output on the terminal", func() bool { return strings.Contains(screen.String(), "shell-5") })
+		testbin.Eventually(t, "the command's output on the terminal", 10*time.Second, func() bool { return strings.Contains(screen.String(), "shell-5") })
 		info, err := c.GetSession(t.Context(), s.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -85,10 +55,10 @@ func TestAttachTerminal(t *testing.T) {
 	t.Run("deleting the session ends it", func(t *testing.T) {
 		keys, typist := io.Pipe()
 		defer typist.Close()
-		var screen lockedBuffer
+		var screen testbin.Buffer
 		done := make(chan error, 1)
 		go func() { done <- attachTerminal(t.Context(), c, s.ID, 0, keys, &screen, size) }()
-		waitFor(t, "the replayed history", func() bool { return strings.Contains(screen.String(), "shell-5") })
+		testbin.Eventually(t, "the replayed history", 10*time.Second, func() bool { return strings.Contains(screen.String(), "shell-5") })
 		if err := c.DeleteSession(t.Context(), s.ID); err != nil {
 			t.Fatal(err)
 		}

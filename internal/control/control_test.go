@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/testbin"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/limbs-dev/limbs/internal/client"
@@ -92,19 +94,6 @@ func (h *harness) forward(id, path string) (echo, error) {
 	var e echo
 	err := h.c.JSON(context.Background(), http.MethodGet, "/sandboxes/"+id+path, nil, &e)
 	return e, err
-}
-
-// eventually waits for cond, which the control plane reaches in the
-// background; the bound only keeps a broken build from hanging.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never happened: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestCreateForwardRemove(t *testing.T) {
@@ -271,7 +260,7 @@ func TestRecoveryAfterDeath(t *testing.T) {
 	sb := h.create(t, wire.CreateSandbox{})
 
 	fp.kill(sb.ID, "oom_killed", true)
-	eventually(t, "sandbox recovered", func() bool {
+	testbin.Eventually(t, "sandbox recovered", 30*time.Second, func() bool {
 		got := h.get(t, sb.ID)
 		return got.Status == wire.SandboxRunning && got.Reason == "oom_killed"
 	})
@@ -315,7 +304,7 @@ func TestUnreachableIs503WithReason(t *testing.T) {
 		fp.setStartErr(errors.New("disk full"))
 		defer fp.setStartErr(nil)
 		fp.kill(sb.ID, "oom_killed", true)
-		eventually(t, "recovery given up", func() bool {
+		testbin.Eventually(t, "recovery given up", 30*time.Second, func() bool {
 			return strings.Contains(h.get(t, sb.ID).Message, "could not be restarted")
 		})
 		got := h.get(t, sb.ID)
@@ -373,7 +362,7 @@ func TestRestartReadoptsAndRemovesOrphans(t *testing.T) {
 	if got := h2.get(t, stopped.ID); got.Status != wire.SandboxStopped {
 		t.Errorf("stopped sandbox came back as %q", got.Status)
 	}
-	eventually(t, "dead sandbox recovered", func() bool { return h2.get(t, died.ID).Status == wire.SandboxRunning })
+	testbin.Eventually(t, "dead sandbox recovered", 30*time.Second, func() bool { return h2.get(t, died.ID).Status == wire.SandboxRunning })
 	if got := h2.get(t, died.ID); got.Reason != "daemon_exited" {
 		t.Errorf("recovered sandbox reason %q, want daemon_exited", got.Reason)
 	}
@@ -396,8 +385,8 @@ func TestWarmPool(t *testing.T) {
 	fp := newFakeProvider()
 	t.Cleanup(fp.closeAll)
 	h := start(t, t.TempDir(), fp, map[string]int{"img": 2})
-	eventually(t, "pool filled", func() bool { return len(fp.ids()) == 2 })
-	eventually(t, "pool sandboxes running", func() bool { return h.srv.PoolReady("img") == 2 })
+	testbin.Eventually(t, "pool filled", 30*time.Second, func() bool { return len(fp.ids()) == 2 })
+	testbin.Eventually(t, "pool sandboxes running", 30*time.Second, func() bool { return h.srv.PoolReady("img") == 2 })
 	if l := h.list(t); len(l) != 0 {
 		t.Errorf("pool sandboxes are listed: %+v", l)
 	}
@@ -413,7 +402,7 @@ func TestWarmPool(t *testing.T) {
 	if _, err := h.forward("fast", "/sessions"); err != nil {
 		t.Errorf("claimed sandbox not usable: %v", err)
 	}
-	eventually(t, "pool refilled", func() bool { return len(fp.ids()) == 3 })
+	testbin.Eventually(t, "pool refilled", 30*time.Second, func() bool { return len(fp.ids()) == 3 })
 
 	tests := []struct {
 		name string
@@ -440,10 +429,10 @@ func TestPoolShrinksOnRestart(t *testing.T) {
 	t.Cleanup(fp.closeAll)
 	dir := t.TempDir()
 	h1 := start(t, dir, fp, map[string]int{"img": 2})
-	eventually(t, "pool filled", func() bool { return h1.srv.PoolReady("img") == 2 })
+	testbin.Eventually(t, "pool filled", 30*time.Second, func() bool { return h1.srv.PoolReady("img") == 2 })
 	h1.close()
 	h2 := start(t, dir, fp, map[string]int{"img": 1})
-	eventually(t, "pool shrunk", func() bool { return len(fp.ids()) == 1 && h2.srv.PoolReady("img") == 1 })
+	testbin.Eventually(t, "pool shrunk", 30*time.Second, func() bool { return len(fp.ids()) == 1 && h2.srv.PoolReady("img") == 1 })
 }
 
 // FuzzForwardedPath: whatever path a client sends, what reaches limbsd is
@@ -517,7 +506,7 @@ func TestConcurrentCreatesOneName(t *testing.T) {
 	fp := newFakeProvider()
 	t.Cleanup(fp.closeAll)
 	h := start(t, t.TempDir(), fp, map[string]int{"img": 2})
-	eventually(t, "pool filled", func() bool { return h.srv.PoolReady("img") == 2 })
+	testbin.Eventually(t, "pool filled", 30*time.Second, func() bool { return h.srv.PoolReady("img") == 2 })
 	const n = 8
 	errs := make(chan error, n)
 	for i := range n {
@@ -553,11 +542,11 @@ func TestPoolReplacesFailedMember(t *testing.T) {
 	fp := newFakeProvider()
 	t.Cleanup(fp.closeAll)
 	h := start(t, t.TempDir(), fp, map[string]int{"img": 1})
-	eventually(t, "pool filled", func() bool { return h.srv.PoolReady("img") == 1 })
+	testbin.Eventually(t, "pool filled", 30*time.Second, func() bool { return h.srv.PoolReady("img") == 1 })
 	dead := fp.ids()[0]
 	fp.setStartErr(errors.New("cannot start"))
 	fp.kill(dead, "daemon_exited", true)
-	eventually(t, "pool refilled with another sandbox", func() bool {
+	testbin.Eventually(t, "pool refilled with another sandbox", 30*time.Second, func() bool {
 		ids := fp.ids()
 		return h.srv.PoolReady("img") == 1 && len(ids) == 1 && ids[0] != dead
 	})

@@ -12,6 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/testbin"
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/conformance"
@@ -228,7 +231,7 @@ func TestDockerRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docker kill: %v: %s", err, out)
 	}
-	eventually(t, "sandbox recovered", func() bool {
+	testbin.Eventually(t, "sandbox recovered", time.Minute, func() bool {
 		got := p.get(t, sb.ID)
 		return got.Status == wire.SandboxRunning && got.Reason != ""
 	})

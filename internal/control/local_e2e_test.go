@@ -170,17 +170,6 @@ func processGone(pid int) bool {
 	return strings.HasPrefix(after, "Z")
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never happened: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestLocalConformance(t *testing.T) {
 	for _, iso := range []string{local.IsolateNone, local.IsolateBwrap} {
 		t.Run(iso, func(t *testing.T) {
@@ -291,7 +280,7 @@ func TestLocalDaemonDeathRecovered(t *testing.T) {
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "sandbox recovered", func() bool {
+	testbin.Eventually(t, "sandbox recovered", time.Minute, func() bool {
 		got := p.get(t, sb.ID)
 		return got.Status == wire.SandboxRunning && got.Reason == "daemon_exited"
 	})
@@ -334,7 +323,7 @@ func TestLocalReadoption(t *testing.T) {
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "re-adopted sandbox recovered", func() bool {
+	testbin.Eventually(t, "re-adopted sandbox recovered", time.Minute, func() bool {
 		got := p2.get(t, sb.ID)
 		return got.Status == wire.SandboxRunning && got.Reason == "daemon_exited"
 	})
@@ -345,7 +334,7 @@ func TestLocalWarmPool(t *testing.T) {
 	removeAll(t, dir)
 	p := newPlane(t, dir, local.IsolateAuto, map[string]int{"default": 1})
 	var l wire.SandboxList
-	eventually(t, "pool filled", func() bool {
+	testbin.Eventually(t, "pool filled", time.Minute, func() bool {
 		entries, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
 		if len(entries) != 1 {
 			return false
@@ -374,7 +363,7 @@ func TestLocalWarmPool(t *testing.T) {
 // Waiting keeps the recovery tests about recovery, not that window.
 func waitSessionSaved(t *testing.T, stateDir, cwd, envName string) {
 	t.Helper()
-	eventually(t, "session cwd and env saved", func() bool {
+	testbin.Eventually(t, "session cwd and env saved", time.Minute, func() bool {
 		dirs, _ := filepath.Glob(filepath.Join(stateDir, "sessions", "*"))
 		for _, d := range dirs {
 			js, _ := os.ReadFile(filepath.Join(d, "session.json"))

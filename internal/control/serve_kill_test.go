@@ -9,9 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/limbs-dev/limbs/internal/testbin"
 
@@ -31,24 +31,7 @@ func limbsBinary(t testing.TB) string {
 type serveProcess struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
-	log    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log    *testbin.Buffer
 }
 
 func freeAddr(t *testing.T) string {
@@ -62,7 +45,7 @@ func freeAddr(t *testing.T) string {
 
 func startServe(t *testing.T, addr string, args ...string) *serveProcess {
 	t.Helper()
-	sp := &serveProcess{exited: make(chan struct{}), log: &syncBuffer{}}
+	sp := &serveProcess{exited: make(chan struct{}), log: &testbin.Buffer{}}
 	sp.cmd = exec.Command(limbsBinary(t), append([]string{"serve", "--listen", addr, "--token", e2eToken}, args...)...)
 	sp.cmd.Stdout = sp.log
 	sp.cmd.Stderr = sp.log
@@ -77,7 +60,7 @@ func startServe(t *testing.T, addr string, args ...string) *serveProcess {
 		}
 	})
 	c, _ := client.New(addr, e2eToken, "")
-	eventually(t, "limbs serve answers", func() bool {
+	testbin.Eventually(t, "limbs serve answers", time.Minute, func() bool {
 		select {
 		case <-sp.exited:
 			t.Fatalf("limbs serve exited at start:\n%s", sp.log.String())

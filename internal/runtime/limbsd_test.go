@@ -1,14 +1,12 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,26 +22,8 @@ import (
 type daemon struct {
 	cmd    *exec.Cmd
 	dir    string
-	stderr *syncBuffer
+	stderr *testbin.Buffer
 	exited chan struct{}
-}
-
-// syncBuffer collects the daemon's log for failure reports.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestMain removes the limbsd built for the tests when they end.
@@ -75,7 +55,7 @@ func startDaemonEnv(t *testing.T, token string, extra ...string) *daemon {
 		"--workdir", filepath.Join(dir, "work"),
 		"--state-dir", filepath.Join(dir, "state"),
 	}, extra...)
-	d := &daemon{cmd: exec.Command(bin, args...), dir: dir, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	d := &daemon{cmd: exec.Command(bin, args...), dir: dir, stderr: &testbin.Buffer{}, exited: make(chan struct{})}
 	d.cmd.Stderr = d.stderr
 	d.cmd.Env = append(os.Environ(), "LIMBS_TOKEN="+token)
 	if err := d.cmd.Start(); err != nil {

@@ -1,6 +1,8 @@
-// Package testbin builds the project's commands for tests that run them as
-// real processes (limbsd on a socket, limbs serve killed with SIGKILL),
-// once per test binary, into one temporary directory that Main removes.
+// Package testbin is what tests that run real processes need: the
+// project's commands built once per test binary (limbsd on a socket, limbs
+// serve killed with SIGKILL) into one temporary directory that Main
+// removes, a buffer a process can write while the test reads it, and a
+// bounded wait for something it does in the background.
 //
 // It must never be imported by non-test code.
 package testbin
