@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,17 +11,10 @@ import (
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
-// session finds the session named by the {id} path value.
+// session finds the session named by the {id} path value; the manager's
+// error already says how to list or create sessions.
 func (s *Server) session(r *http.Request) (*shell.Session, error) {
-	id := r.PathValue("id")
-	sess, err := s.opts.Manager.Get(id)
-	if err != nil {
-		if errors.Is(err, wire.ErrNotFound) {
-			return nil, fmt.Errorf("session %q does not exist; list them with GET /v1/sessions or create it with POST /v1/sessions: %w", id, wire.ErrNotFound)
-		}
-		return nil, fmt.Errorf("session %q: %w", id, err)
-	}
-	return sess, nil
+	return s.opts.Manager.Get(r.PathValue("id"))
 }
 
 // commandContext is the context a command-running call hands to the shell.
@@ -72,9 +64,6 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := s.opts.Manager.Delete(id); err != nil {
-		if errors.Is(err, wire.ErrNotFound) {
-			err = fmt.Errorf("session %q does not exist; list them with GET /v1/sessions: %w", id, wire.ErrNotFound)
-		}
 		s.fail(w, r, err)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 )
 
@@ -80,7 +81,7 @@ func DecodeJSON(r *http.Request, v any, allowEmpty bool) error {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, max))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if allowEmpty && err.Error() == "EOF" {
+		if allowEmpty && errors.Is(err, io.EOF) {
 			return nil
 		}
 		var mbe *http.MaxBytesError
