@@ -2,6 +2,7 @@ package shell
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,13 +89,13 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	// only rewritten when no command runs.
 	script := filepath.Join(s.rdir, "cmd")
 	if p.bash {
-		// C-x C-l: the rc binds it to a macro typing ` . "$__L"` and Enter.
+		// C-x C-l: the rc binds it to put ` . "$__L"` on the line and accept it.
 		line = "\x18\x0c"
 	} else {
 		text = "printf '\\033]633;limbs;%s;S\\007' " + shq(s.token) + "\n" + text
 		line = "\x15 . " + shq(script) + "\n"
 	}
-	if err := os.WriteFile(script, []byte(text), 0o600); err != nil {
+	if err := writeScratch(script, []byte(text)); err != nil {
 		s.mu.Unlock()
 		return wire.Result{}, fmt.Errorf("writing the command file: %w", err)
 	}
@@ -287,8 +288,14 @@ func (s *Session) writeLog(c *command, upTo int64) {
 // closeLog completes and closes a finished command's log file.
 func (s *Session) closeLog(c *command) {
 	s.mu.Lock()
-	end := c.endOff
+	start, end := c.startOff, c.endOff
 	s.mu.Unlock()
+	c.logMu.Lock()
+	empty := c.logf == nil && start >= 0 && end == start
+	c.logMu.Unlock()
+	if empty && s.linkEmptyLog(c.logPath) {
+		return
+	}
 	s.writeLog(c, end)
 	c.logMu.Lock()
 	if c.logf != nil {
@@ -296,6 +303,26 @@ func (s *Session) closeLog(c *command) {
 		c.logf = nil
 	}
 	c.logMu.Unlock()
+}
+
+// emptyLog is the file every log of a command that printed nothing is a
+// hard link to. Creating a file costs a new inode, which on ext4 with many
+// recently deleted files takes a millisecond of CPU; a link costs a
+// directory entry (tens of microseconds).
+const emptyLog = "empty.log"
+
+// linkEmptyLog makes path a link to the session's empty log; false means
+// the caller writes the file itself.
+func (s *Session) linkEmptyLog(path string) bool {
+	empty := filepath.Join(s.dir, emptyLog)
+	err := os.Link(empty, path)
+	if errors.Is(err, os.ErrNotExist) {
+		if werr := os.WriteFile(empty, nil, 0o400); werr != nil {
+			return false
+		}
+		err = os.Link(empty, path)
+	}
+	return err == nil
 }
 
 // holdBack is how many bytes at the end of [from, to) to keep for the next

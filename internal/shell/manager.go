@@ -42,6 +42,9 @@ var (
 	quietPeriod = time.Second // no output for this long: look for a prompt
 	settleIdle  = 300 * time.Millisecond
 	readyWait   = 20 * time.Second
+	// A shell saves its environment right after an end marker (well under
+	// a millisecond); a restart waits at most this long for it.
+	envSaveWait = 500 * time.Millisecond
 )
 
 const (

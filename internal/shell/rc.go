@@ -55,10 +55,19 @@ set +o histexpand
 shopt -s checkwinsize
 bind 'set enable-bracketed-paste off' 2>/dev/null
 bind 'set bell-style none' 2>/dev/null
-# limbs types C-x C-l to run the command file: readline expands the macro
-# in memory, where typing the line costs a read and two selects per byte.
-bind '"\C-x\C-l": "\C-e\C-u . \"$__L\"\n"' 2>/dev/null
-bind -m vi-insert '"\C-x\C-l": "\C-e\C-u . \"$__L\"\n"' 2>/dev/null
+# limbs types C-x C-l to run the command file. On bash >= 5 a bind -x
+# sets the whole line at once (readline redraws it in one write; a macro
+# echoes it one byte per write), then C-j accepts it; older bash types the
+# line with a macro.
+if (( BASH_VERSINFO[0] >= 5 )); then
+	bind -x '"\C-x\C-a": READLINE_LINE=" . \"\$__L\""; READLINE_POINT=${#READLINE_LINE}' 2>/dev/null
+	bind -m vi-insert -x '"\C-x\C-a": READLINE_LINE=" . \"\$__L\""; READLINE_POINT=${#READLINE_LINE}' 2>/dev/null
+	bind '"\C-x\C-l": "\C-x\C-a\C-j"' 2>/dev/null
+	bind -m vi-insert '"\C-x\C-l": "\C-x\C-a\C-j"' 2>/dev/null
+else
+	bind '"\C-x\C-l": "\C-e\C-u . \"$__L\"\n"' 2>/dev/null
+	bind -m vi-insert '"\C-x\C-l": "\C-e\C-u . \"$__L\"\n"' 2>/dev/null
+fi
 export -n PS1
 PS1='\u@\h:\w\$ '
 PS2='> '
@@ -66,10 +75,11 @@ PS0=$'\e]633;limbs;'"$__LIMBS_T"$';S\a'
 __limbs_prompt() {
 	local s=$? p=$PWD
 	case $p in *[$'\a\e\n']*) p= ;; esac
-	# Saved before the end marker (on a memory filesystem it costs tens
-	# of microseconds), so that the marker also says the save is done.
-	{ export -p; echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
 	printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$s" "$p"
+	# Saved after the end marker, off the result's path (export -p writes
+	# a line per system call); the shell reads the next command only once
+	# this is done, so no command of this shell can outrun the save.
+	{ export -p; echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
 }
 __limbs_exit() {
 	local p=$PWD

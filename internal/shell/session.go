@@ -61,6 +61,10 @@ type Session struct {
 	deleted  bool     // removed for good
 	closing  bool     // deleted, or the daemon is stopping: no new shell
 	startErr string   // what a shell printed before dying at start-up
+	// saving is open from an end marker until the shell shows it has
+	// saved its environment (output after the marker: the prompt, or any
+	// other marker); see envSavedLocked.
+	saving chan struct{}
 
 	emuMu   sync.Mutex
 	emu     emulator
@@ -70,9 +74,11 @@ type Session struct {
 	persistC    chan struct{}
 	stopPersist chan struct{}
 
-	persistMu  sync.Mutex // serialises writeState
+	persistMu  sync.Mutex // serialises writeState and guards the four below
 	savedEnv   []byte
-	savedState []byte
+	envBuf     []byte
+	savedKey   stateKey
+	stateSaved bool
 	// Finished commands whose log file the persist loop still has to
 	// write. Guarded by mu.
 	pendingLogs []*command
@@ -271,6 +277,9 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) {
 		} else {
 			s.noteStartup(data[pos:ev.pos])
 		}
+		if ev.pos > pos || ev.kind != evEnd {
+			s.envSavedLocked()
+		}
 		pos = ev.pos
 		s.eventLocked(p, ev, ready)
 		if !ready && ev.kind == evEnd {
@@ -281,10 +290,43 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) {
 			close(p.ready)
 		}
 	}
+	if pos < len(data) {
+		s.envSavedLocked()
+	}
 	if ready {
 		s.appendLocked(data[pos:])
 	} else {
 		s.noteStartup(data[pos:])
+	}
+}
+
+// envSavedLocked notes that the shell finished saving its environment
+// after an end marker: it printed something after it, which it only does
+// once the prompt function returned. The persist loop then copies the
+// save to disk.
+func (s *Session) envSavedLocked() {
+	if s.saving != nil {
+		close(s.saving)
+		s.saving = nil
+		s.persist()
+	}
+}
+
+// awaitEnvSave gives a shell that just ended a command the moment it takes
+// to save its environment before it is killed on purpose.
+func (s *Session) awaitEnvSave(p *proc) {
+	s.mu.Lock()
+	ch := s.saving
+	s.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	t := time.NewTimer(envSaveWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-p.done:
+	case <-t.C:
 	}
 }
 
@@ -338,6 +380,9 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 		}
 		s.persist()
 	case evEnd:
+		if s.saving == nil {
+			s.saving = make(chan struct{})
+		}
 		if ev.cwd != "" {
 			s.cwd = ev.cwd
 		} else if d := cwdOf(p.pid); d != "" {
@@ -366,7 +411,6 @@ func (s *Session) newCommandLocked(text string) *command {
 		id: id, text: text, logPath: filepath.Join(s.dir, id+".log"),
 		startOff: -1, typedAt: time.Now(), done: make(chan struct{}),
 	}
-	s.persist() // makes the next command's log ahead
 	return c
 }
 
@@ -414,6 +458,7 @@ func (s *Session) onExit(p *proc) {
 	}
 	p.ptmx.Close()
 	s.p = nil
+	s.envSavedLocked()
 	wasReady := isClosed(p.ready)
 	if c := s.cur; c != nil {
 		if !c.started {
@@ -463,6 +508,7 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	p := s.p
 	s.mu.Unlock()
 	if p != nil {
+		s.awaitEnvSave(p)
 		p.killTree()
 		select {
 		case <-p.done:
@@ -602,6 +648,9 @@ func (s *Session) close(remove bool) {
 		c.timer.Stop()
 	}
 	if p != nil {
+		if !remove {
+			s.awaitEnvSave(p)
+		}
 		p.killTree()
 		select {
 		case <-p.done:
@@ -667,17 +716,30 @@ func (s *Session) writeState() {
 	}
 	// Each file is written only when it changed: the disk is slow to
 	// create and truncate files, and most commands change nothing here.
-	b, _ := json.MarshalIndent(ps, "", "  ")
-	if !bytes.Equal(b, s.savedState) {
+	key := stateKey{ps.Name, ps.Cols, ps.Rows, ps.Cwd, ps.Shell, ps.Restarts}
+	if !s.stateSaved || key != s.savedKey {
+		b, _ := json.MarshalIndent(ps, "", "  ")
 		if err := writeFile(filepath.Join(s.dir, "session.json"), b, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
 			s.log.Warn("saving session state", "err", err)
 		} else {
-			s.savedState = b
+			s.savedKey, s.stateSaved = key, true
 		}
 	}
-	if env, err := os.ReadFile(filepath.Join(s.rdir, "env")); err == nil && bytes.HasSuffix(env, []byte(envEnd+"\n")) && !bytes.Equal(env, s.savedEnv) {
-		if err := writeFile(filepath.Join(s.dir, "env"), env, 0o600); err == nil {
-			s.savedEnv = env
+	env, err := readScratch(filepath.Join(s.rdir, "env"), s.envBuf)
+	if err == nil {
+		s.envBuf = env
+		if bytes.HasSuffix(env, []byte(envEnd+"\n")) && !bytes.Equal(env, s.savedEnv) {
+			if err := writeFile(filepath.Join(s.dir, "env"), env, 0o600); err == nil {
+				s.savedEnv = append(s.savedEnv[:0], env...)
+			}
 		}
 	}
+}
+
+// stateKey is what of a session's saved state can change after creation.
+type stateKey struct {
+	name       string
+	cols, rows int
+	cwd, shell string
+	restarts   int
 }

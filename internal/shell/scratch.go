@@ -1,0 +1,65 @@
+package shell
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// The scratch files of a session (the command file, the saved
+// environment) are written and read on every command. They live on a
+// memory filesystem and are handled with bare system calls: an *os.File
+// costs a finalizer and a failed attempt to register with the network
+// poller each time.
+
+// writeScratch replaces the contents of path with data, recreating its
+// directory when something inside the sandbox removed it.
+func writeScratch(path string, data []byte) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.ENOENT) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o600)
+	}
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if err != nil {
+			return &os.PathError{Op: "write", Path: path, Err: err}
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// readScratch reads path into buf's storage, growing it as needed.
+func readScratch(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, max(4096, cap(buf)))...)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
