@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -83,6 +84,14 @@ func run(args []string) int {
 	if version {
 		fmt.Println("limbsd", wire.Version)
 		return exitOK
+	}
+	// One scheduler thread unless the operator sets GOMAXPROCS: limbsd
+	// waits on terminals and sockets and does little work per event, and
+	// with more threads each hand-off between goroutines wakes another
+	// (often idle) CPU, the largest share of a command's round trip on a
+	// small machine.
+	if os.Getenv("GOMAXPROCS") == "" {
+		goruntime.GOMAXPROCS(1)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {

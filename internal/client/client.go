@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -35,14 +34,12 @@ type Client struct {
 // "/sandboxes/sb_123" to reach one sandbox through the control plane).
 func New(addr, token, prefix string) (*Client, error) {
 	c := &Client{token: token}
-	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	switch {
 	case strings.HasPrefix(addr, "unix://"):
 		path := strings.TrimPrefix(addr, "unix://")
 		c.socket = path
 		d := net.Dialer{}
 		c.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", path) }
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) }
 		c.base = "http://limbs/v1" + prefix
 	case strings.HasPrefix(addr, "http://"), strings.HasPrefix(addr, "https://"):
 		c.base = strings.TrimRight(addr, "/") + "/v1" + prefix
@@ -60,7 +57,7 @@ func New(addr, token, prefix string) (*Client, error) {
 		host := u.Host
 		c.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", host) }
 	}
-	c.http = &http.Client{Transport: tr}
+	c.http = &http.Client{Transport: NewTransport(c.dial)}
 	return c, nil
 }
 

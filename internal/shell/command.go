@@ -95,7 +95,10 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 		text = "printf '\\033]633;limbs;%s;S\\007' " + shq(s.token) + "\n" + text
 		line = "\x15 . " + shq(script) + "\n"
 	}
-	if err := writeScratch(script, []byte(text)); err != nil {
+	if s.cmdFile == nil {
+		s.cmdFile = newScratchFile(script)
+	}
+	if err := s.cmdFile.write([]byte(text)); err != nil {
 		s.mu.Unlock()
 		return wire.Result{}, fmt.Errorf("writing the command file: %w", err)
 	}

@@ -55,12 +55,13 @@ type Session struct {
 	cwd      string
 	restarts int
 	nextCmd  int
-	cur      *command // the running command
-	last     *command // the newest finished one
-	seq      int      // commands started, typed by us or by a person
-	deleted  bool     // removed for good
-	closing  bool     // deleted, or the daemon is stopping: no new shell
-	startErr string   // what a shell printed before dying at start-up
+	cur      *command     // the running command
+	last     *command     // the newest finished one
+	seq      int          // commands started, typed by us or by a person
+	deleted  bool         // removed for good
+	closing  bool         // deleted, or the daemon is stopping: no new shell
+	startErr string       // what a shell printed before dying at start-up
+	cmdFile  *scratchFile // the command file the shell sources
 	// saving is open from an end marker until the shell shows it has
 	// saved its environment (output after the marker: the prompt, or any
 	// other marker); see envSavedLocked.
@@ -664,6 +665,11 @@ func (s *Session) close(remove bool) {
 		s.writeState()
 	}
 	s.out.close()
+	s.mu.Lock()
+	if s.cmdFile != nil {
+		s.cmdFile.close()
+	}
+	s.mu.Unlock()
 	s.emuMu.Lock()
 	s.emu.Close()
 	s.emuMu.Unlock()
@@ -724,6 +730,14 @@ func (s *Session) writeState() {
 		} else {
 			s.savedKey, s.stateSaved = key, true
 		}
+	}
+	// While the shell is still saving its environment after an end
+	// marker the file is incomplete; envSavedLocked asks again when done.
+	s.mu.Lock()
+	saving := s.saving != nil
+	s.mu.Unlock()
+	if saving {
+		return
 	}
 	env, err := readScratch(filepath.Join(s.rdir, "env"), s.envBuf)
 	if err == nil {
