@@ -145,6 +145,13 @@ func (s *Session) infoLocked() wire.Session {
 // shell returns the live, ready shell, starting one (with the old cwd and
 // exported environment) when there is none.
 func (s *Session) shell(ctx context.Context) (*proc, error) {
+	// The common case, a live shell at its prompt, needs no timer.
+	s.mu.Lock()
+	if p := s.p; p != nil && !s.closing && isClosed(p.ready) {
+		s.mu.Unlock()
+		return p, nil
+	}
+	s.mu.Unlock()
 	s.startMu.Lock()
 	defer s.startMu.Unlock()
 	s.mu.Lock()
