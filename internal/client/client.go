@@ -117,7 +117,12 @@ func (c *Client) JSON(ctx context.Context, method, path string, in, out any) err
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	// Reading the answer to its end hands the connection back at once.
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: reading answer: %w", method, path, err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("%s %s: decoding answer: %w", method, path, err)
 	}
 	return nil

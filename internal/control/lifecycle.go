@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/http/httputil"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -40,7 +40,7 @@ type entry struct {
 	recovering bool
 
 	// Built once: the socket dir and token never change.
-	tr    *http.Transport
+	tr    *client.Transport
 	proxy *httputil.ReverseProxy
 	token string
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -25,14 +26,12 @@ import (
 // so attach and watch work unchanged.
 func (s *Server) newEntry(rec store.Record) *entry {
 	sock := filepath.Join(rec.SocketDir, "limbsd.sock")
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
+	// client.Transport forwards each request on the handler's goroutine;
+	// net/http's would hand it to two more goroutines per hop.
+	tr := client.NewTransport(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	})
 	e := &entry{rec: rec, tr: tr, token: rec.Token}
 	auth := "Bearer " + rec.Token
 	e.proxy = &httputil.ReverseProxy{
