@@ -78,6 +78,7 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 		return wire.Result{}, fmt.Errorf("the shell of session %q just exited; retry: %w", s.name, wire.ErrUnavailable)
 	}
 	c := s.newCommandLocked(req.Command)
+	c.cleanMax = maxOut
 	text := req.Command
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
@@ -235,6 +236,13 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 			r.OffsetStart = from
 		}
 	}
+	// The final result of a command that returned nothing before, with
+	// the max_output it was started with, is already cleaned: the read
+	// loop fed its output to c.clean as it arrived.
+	var pre *screen.Text
+	if c.ended && c.clean != nil && c.cleanFrom == from && c.cleanTo == to && c.cleanMax == maxOut {
+		pre = c.clean
+	}
 	s.mu.Unlock()
 	if !c.ended && to > from {
 		to -= s.holdBack(from, to)
@@ -246,11 +254,18 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	if c.ended {
 		c.reported = true
 	}
+	// Later results start after this one: the running cleaner no longer
+	// matches them.
+	c.clean = nil
 	s.mu.Unlock()
 	r.OffsetEnd = to
 	r.OutputBytes = to - r.OffsetStart
 	r.ChunkStart = from
-	r.Output, r.Truncated = s.cleanRange(from, to, maxOut)
+	if pre != nil {
+		r.Output, r.Truncated = s.renderText(pre, from, to, maxOut)
+	} else {
+		r.Output, r.Truncated = s.cleanRange(from, to, maxOut)
+	}
 	// The log file is written from the stream off the command's path
 	// (creating a file on a disk costs a millisecond). It is complete up
 	// to offset_end before a result whose output is not all in `output`
@@ -280,7 +295,7 @@ func (s *Session) writeLog(c *command, upTo int64) {
 		c.logf, c.logged = f, start
 	}
 	if upTo > c.logged {
-		n, err := io.Copy(c.logf, s.out.reader(c.logged, upTo))
+		n, err := s.out.copyTo(c.logf, c.logged, upTo)
 		c.logged += n
 		if err != nil {
 			s.log.Warn("writing a command log", "command", c.id, "err", err)
@@ -349,10 +364,16 @@ func (s *Session) cleanRange(from, to int64, maxOut int) (string, bool) {
 	}
 	t := screen.NewText(limit)
 	_, _ = io.Copy(t, s.out.reader(from, to))
-	text, truncated, _ := t.Result()
+	return s.renderText(t, from, to, maxOut)
+}
+
+// renderText is the output of a cleaner fed [from, to), with the note of a
+// truncated output saying where the whole of it is.
+func (s *Session) renderText(t *screen.Text, from, to int64, maxOut int) (string, bool) {
 	if maxOut == 0 {
 		return "", to > from
 	}
+	text, truncated, _ := t.Result()
 	if truncated {
 		text = strings.Replace(text, " characters omitted ...]",
 			fmt.Sprintf(" characters omitted; full output: GET /v1/sessions/%s/output?from=%d&to=%d ...]", s.id, from, to), 1)

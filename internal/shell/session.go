@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/screen"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -103,18 +105,25 @@ type command struct {
 	started  bool
 	startOff int64
 	startAt  time.Time
-	returned int64  // output up to here was returned already
-	echo     []byte // the terminal's echo of the typed line, until the start marker
-	ended    bool
-	endOff   int64
-	endAt    time.Time
-	exitCode int
-	status   string
-	shellEnd bool
-	reported bool   // the final result was handed out
-	stopping string // timeout or interrupted, once a stop began
-	timer    *time.Timer
-	done     chan struct{}
+	returned int64 // output up to here was returned already
+	// clean is the output from cleanFrom to cleanTo cleaned as it arrived,
+	// kept until the first result, when it is that result's output (with
+	// cleanMax as max_output); nil when the command is not cleaned ahead.
+	clean     *screen.Text
+	cleanMax  int
+	cleanFrom int64
+	cleanTo   int64
+	echo      []byte // the terminal's echo of the typed line, until the start marker
+	ended     bool
+	endOff    int64
+	endAt     time.Time
+	exitCode  int
+	status    string
+	shellEnd  bool
+	reported  bool   // the final result was handed out
+	stopping  string // timeout or interrupted, once a stop began
+	timer     *time.Timer
+	done      chan struct{}
 }
 
 // Info describes the session.
@@ -245,8 +254,37 @@ func (s *Session) write(p *proc, b []byte) error {
 // readLoop is the only reader of p's terminal.
 func (s *Session) readLoop(p *proc, ps *parser) {
 	buf := make([]byte, 64<<10)
+	rc, rcErr := p.ptmx.SyscallConn()
 	for {
-		n, err := p.ptmx.Read(buf)
+		// Try first without waiting: when the terminal has nothing more,
+		// the output kept in memory goes to disk before the wait, after
+		// whatever this read made ready (the reply to a command that just
+		// ended) has had its turn.
+		n, err := 0, error(nil)
+		idle := rcErr != nil
+		if !idle {
+			var errno error
+			err = rc.Read(func(fd uintptr) bool {
+				n, errno = syscall.Read(int(fd), buf)
+				return true
+			})
+			switch {
+			case err != nil:
+			case errno == syscall.EAGAIN:
+				idle, n = true, 0
+			case errno != nil:
+				n, err = 0, errno
+			case n == 0:
+				err = io.EOF
+			}
+		}
+		if idle {
+			if s.out.unsynced() > 0 {
+				goruntime.Gosched()
+				s.out.sync()
+			}
+			n, err = p.ptmx.Read(buf)
+		}
 		if n > 0 {
 			s.ingest(p, ps, buf[:n])
 		}
@@ -358,8 +396,15 @@ func (s *Session) appendLocked(d []byte) {
 		c.echo = append(c.echo, d...)
 		return
 	}
+	off := s.out.size()
 	s.out.append(d)
 	s.lastOut.Store(time.Now().UnixNano())
+	if c := s.cur; c != nil && c.started {
+		if c.clean != nil && c.cleanTo == off {
+			_, _ = c.clean.Write(d)
+			c.cleanTo += int64(len(d))
+		}
+	}
 }
 
 func (s *Session) eventLocked(p *proc, ev event, ready bool) {
@@ -380,6 +425,10 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 			c.startOff = s.out.size()
 			c.returned = c.startOff
 			c.startAt = time.Now()
+			if c.cleanMax > 0 {
+				c.clean = screen.NewText(c.cleanMax)
+				c.cleanFrom, c.cleanTo = c.startOff, c.startOff
+			}
 			s.seq++
 		}
 	case evExit:
@@ -708,6 +757,7 @@ func (s *Session) persistLoop() {
 func (s *Session) writeState() {
 	s.persistMu.Lock()
 	defer s.persistMu.Unlock()
+	s.out.sync()
 	s.mu.Lock()
 	ps := persisted{
 		ID: s.id, Name: s.name, CreatedAt: s.created, Cols: s.cols, Rows: s.rows,

@@ -121,3 +121,37 @@ func TestBadValues(t *testing.T) {
 		t.Fatalf("after bad requests: %+v", r)
 	}
 }
+
+// The output cleaned as it arrives (the read loop feeds each command's
+// output to a cleaner) is the output cleaned afterwards from the stream,
+// truncation note included, for output that is split across many reads.
+func TestOutputCleanedAheadMatchesStream(t *testing.T) {
+	m := newTestManager(t)
+	s := newTestSession(t, m)
+	cmds := []string{
+		`printf 'a\rb\n\033[31mred\033[0m\n'; printf 'é\xff\x00z\n'; for i in 1 2 3; do printf "\r%d%%" $((i*33)); done; echo`,
+		`seq 1 30000`,
+		`yes 'x\ty' | head -c 3000000; printf 'abc\bd\n'`,
+	}
+	for _, maxOut := range []int{wire.DefaultMaxOutput, 100} {
+		for _, cmd := range cmds {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			r, err := s.Exec(ctx, wire.Exec{Command: cmd, YieldAfter: f(50), MaxOutput: &maxOut})
+			cancel()
+			if err != nil || r.Status != wire.StatusExited {
+				t.Fatalf("%q: %+v %v", cmd, r, err)
+			}
+			want, truncated := s.cleanRange(r.ChunkStart, r.OffsetEnd, maxOut)
+			if r.Output != want || r.Truncated != truncated {
+				t.Fatalf("%q (max_output %d): cleaned ahead %q (truncated %v), from the stream %q (truncated %v)", cmd, maxOut, head(r.Output), r.Truncated, head(want), truncated)
+			}
+		}
+	}
+}
+
+func head(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}
