@@ -34,7 +34,7 @@ fuzz:
 
 bench: build
 	$(GO) test -run '^$$' -bench RoundTrip -benchtime 2000x ./internal/bench
-	$(GO) test -run '^$$' -bench Throughput -benchtime 3x ./internal/bench
+	$(GO) test -run '^$$' -bench Throughput -benchtime 10x ./internal/bench
 	$(GO) test -run '^$$' -bench DockerSandboxes -benchtime 20x ./internal/control
 
 vet:
