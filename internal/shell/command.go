@@ -236,11 +236,12 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 			r.OffsetStart = from
 		}
 	}
-	// The final result of a command that returned nothing before, with
-	// the max_output it was started with, is already cleaned: the read
-	// loop fed its output to c.clean as it arrived.
+	// The final result of a command that returned nothing before (any
+	// result drops c.clean), with the max_output it was started with, is
+	// already cleaned: the read loop fed its output to c.clean as it
+	// arrived.
 	var pre *screen.Text
-	if c.ended && c.clean != nil && c.cleanFrom == from && c.cleanTo == to && c.cleanMax == maxOut {
+	if c.ended && c.clean != nil && c.cleanTo == to && c.cleanMax == maxOut {
 		pre = c.clean
 	}
 	s.mu.Unlock()

@@ -14,30 +14,6 @@ import (
 // costs a finalizer and a failed attempt to register with the network
 // poller each time.
 
-// writeScratch replaces the contents of path with data, recreating its
-// directory when something inside the sandbox removed it.
-func writeScratch(path string, data []byte) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o600)
-	if errors.Is(err, unix.ENOENT) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return err
-		}
-		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o600)
-	}
-	if err != nil {
-		return &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	for len(data) > 0 {
-		n, err := unix.Write(fd, data)
-		if err != nil {
-			return &os.PathError{Op: "write", Path: path, Err: err}
-		}
-		data = data[n:]
-	}
-	return nil
-}
-
 // readScratch reads path into buf's storage, growing it as needed.
 func readScratch(path string, buf []byte) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -84,10 +60,14 @@ func (f *scratchFile) write(data []byte) error {
 		}
 	}
 	if f.fd < 0 {
-		if err := writeScratch(f.path, nil); err != nil {
-			return err
+		flags := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC
+		fd, err := unix.Open(f.path, flags, 0o600)
+		if errors.Is(err, unix.ENOENT) {
+			if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+				return err
+			}
+			fd, err = unix.Open(f.path, flags, 0o600)
 		}
-		fd, err := unix.Open(f.path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return &os.PathError{Op: "open", Path: f.path, Err: err}
 		}

@@ -106,24 +106,23 @@ type command struct {
 	startOff int64
 	startAt  time.Time
 	returned int64 // output up to here was returned already
-	// clean is the output from cleanFrom to cleanTo cleaned as it arrived,
+	// clean is the output from startOff to cleanTo cleaned as it arrived,
 	// kept until the first result, when it is that result's output (with
 	// cleanMax as max_output); nil when the command is not cleaned ahead.
-	clean     *screen.Text
-	cleanMax  int
-	cleanFrom int64
-	cleanTo   int64
-	echo      []byte // the terminal's echo of the typed line, until the start marker
-	ended     bool
-	endOff    int64
-	endAt     time.Time
-	exitCode  int
-	status    string
-	shellEnd  bool
-	reported  bool   // the final result was handed out
-	stopping  string // timeout or interrupted, once a stop began
-	timer     *time.Timer
-	done      chan struct{}
+	clean    *screen.Text
+	cleanMax int
+	cleanTo  int64
+	echo     []byte // the terminal's echo of the typed line, until the start marker
+	ended    bool
+	endOff   int64
+	endAt    time.Time
+	exitCode int
+	status   string
+	shellEnd bool
+	reported bool   // the final result was handed out
+	stopping string // timeout or interrupted, once a stop began
+	timer    *time.Timer
+	done     chan struct{}
 }
 
 // Info describes the session.
@@ -254,46 +253,18 @@ func (s *Session) write(p *proc, b []byte) error {
 // readLoop is the only reader of p's terminal.
 func (s *Session) readLoop(p *proc, ps *parser) {
 	buf := make([]byte, 64<<10)
-	rc, rcErr := p.ptmx.SyscallConn()
-	for {
-		// Try first without waiting: when the terminal has nothing more,
-		// the output kept in memory goes to disk before the wait, after
-		// whatever this read made ready (the reply to a command that just
-		// ended) has had its turn.
-		n, err := 0, error(nil)
-		idle := rcErr != nil
-		if !idle {
-			var errno error
-			err = rc.Read(func(fd uintptr) bool {
-				n, errno = syscall.Read(int(fd), buf)
-				return true
-			})
-			switch {
-			case err != nil:
-			case errno == syscall.EAGAIN:
-				idle, n = true, 0
-			case errno != nil:
-				n, err = 0, errno
-			case n == 0:
-				err = io.EOF
-			}
-		}
-		if idle {
-			if s.out.unsynced() > 0 {
-				goruntime.Gosched()
-				s.out.sync()
-			}
-			n, err = p.ptmx.Read(buf)
-		}
-		if n > 0 {
-			s.ingest(p, ps, buf[:n])
-		}
-		if err != nil {
-			break
+	rc, err := p.ptmx.SyscallConn()
+	for err == nil {
+		var n int
+		n, err = s.readPTY(rc, buf)
+		// A command that ended has a caller waiting: it answers before
+		// the loop reads on (with one scheduler thread it would wait).
+		if n > 0 && s.ingest(p, ps, buf[:n]) {
+			goruntime.Gosched()
 		}
 	}
 	// EIO once the last process holding the terminal has gone.
-	err := p.cmd.Wait()
+	err = p.cmd.Wait()
 	status := 0
 	if p.cmd.ProcessState != nil {
 		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -308,12 +279,44 @@ func (s *Session) readLoop(p *proc, ps *parser) {
 	s.onExit(p)
 }
 
-func (s *Session) ingest(p *proc, ps *parser, chunk []byte) {
+// readPTY reads from the terminal master through its raw connection. When
+// the terminal has nothing more, the output kept in memory goes to disk
+// before the loop waits (see stream.sync).
+func (s *Session) readPTY(rc syscall.RawConn, buf []byte) (int, error) {
+	var n int
+	var errno error
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			n, errno = syscall.Read(int(fd), buf)
+			switch errno {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				s.out.sync()
+				return false
+			}
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != nil:
+		return 0, errno
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// ingest takes in a chunk of the terminal's output and reports whether a
+// command ended in it.
+func (s *Session) ingest(p *proc, ps *parser, chunk []byte) (ended bool) {
 	data, evs := ps.feed(chunk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p != s.p {
-		return
+		return false
 	}
 	pos := 0
 	ready := isClosed(p.ready)
@@ -328,6 +331,7 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) {
 		}
 		pos = ev.pos
 		s.eventLocked(p, ev, ready)
+		ended = ended || ev.kind != evStart
 		if !ready && ev.kind == evEnd {
 			ready = true
 			if p.rc != "" {
@@ -344,6 +348,7 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) {
 	} else {
 		s.noteStartup(data[pos:])
 	}
+	return ended
 }
 
 // envSavedLocked notes that the shell finished saving its environment
@@ -396,8 +401,7 @@ func (s *Session) appendLocked(d []byte) {
 		c.echo = append(c.echo, d...)
 		return
 	}
-	off := s.out.size()
-	s.out.append(d)
+	off := s.out.append(d)
 	s.lastOut.Store(time.Now().UnixNano())
 	if c := s.cur; c != nil && c.started {
 		if c.clean != nil && c.cleanTo == off {
@@ -427,7 +431,7 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 			c.startAt = time.Now()
 			if c.cleanMax > 0 {
 				c.clean = screen.NewText(c.cleanMax)
-				c.cleanFrom, c.cleanTo = c.startOff, c.startOff
+				c.cleanTo = c.startOff
 			}
 			s.seq++
 		}

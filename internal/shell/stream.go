@@ -35,7 +35,7 @@ type stream struct {
 // syncAhead is how much of the newest output may be in memory only. Output
 // goes to the file in blocks (a write per terminal read cost a tenth of
 // the throughput) and at once when the terminal falls silent (see
-// Session.readLoop); within syncAhead of the end, reads are served from
+// Session.readPTY); within syncAhead of the end, reads are served from
 // the ring.
 const syncAhead = 256 << 10
 
@@ -66,12 +66,15 @@ func openStream(path string) (*stream, error) {
 	return s, nil
 }
 
-// append adds p at the end. It never blocks on readers.
-func (s *stream) append(p []byte) {
-	if len(p) == 0 {
-		return
-	}
+// append adds p at the end and returns the offset it starts at. It never
+// blocks on readers.
+func (s *stream) append(p []byte) int64 {
 	s.mu.Lock()
+	start := s.end
+	if len(p) == 0 {
+		s.mu.Unlock()
+		return start
+	}
 	if s.end+int64(len(p))-s.synced > syncAhead {
 		// Whatever the ring is about to lose must be on disk first.
 		s.syncLocked()
@@ -84,14 +87,15 @@ func (s *stream) append(p []byte) {
 	if len(q) > ringSize {
 		q = q[len(q)-ringSize:]
 	}
-	start := (s.end + int64(len(p)-len(q))) % ringSize
-	n := copy(s.ring[start:], q)
+	at := (s.end + int64(len(p)-len(q))) % ringSize
+	n := copy(s.ring[at:], q)
 	copy(s.ring, q[n:])
 	s.end += int64(len(p))
 	ch := s.notify
 	s.notify = make(chan struct{})
 	s.mu.Unlock()
 	close(ch)
+	return start
 }
 
 // sync writes the output held only in memory to the file.
@@ -99,13 +103,6 @@ func (s *stream) sync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.syncLocked()
-}
-
-// unsynced is how many bytes at the end are in memory only.
-func (s *stream) unsynced() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.end - s.synced
 }
 
 func (s *stream) syncLocked() {
