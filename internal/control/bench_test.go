@@ -37,10 +37,8 @@ import (
 func BenchmarkDockerSandboxes(b *testing.B) {
 	dp := dockerOrSkip(b)
 	dir := stateDir(b)
-	var instance string
-	cleanDocker(b, &instance)
 	p := newDockerPlane(b, dir, dp, map[string]int{docker.DefaultImage: 1})
-	instance = p.srv.Instance()
+	instance := p.srv.Instance()
 	ctx := context.Background()
 	zero := 0.0
 

@@ -40,52 +40,59 @@ func dockerOrSkip(t testing.TB) *docker.Provider {
 	return p
 }
 
-// dockerLeftovers lists the containers and volumes labelled with a control
-// plane instance id.
-func dockerLeftovers(t testing.TB, instance string) []string {
+// dockerObjects lists the containers and the volumes labelled with a
+// control plane instance id.
+func dockerObjects(t testing.TB, instance string) (containers, volumes []string) {
 	t.Helper()
-	var out []string
-	for _, args := range [][]string{
-		{"ps", "-aq", "--filter", "label=limbs.instance=" + instance},
-		{"volume", "ls", "-q", "--filter", "label=limbs.instance=" + instance},
-	} {
+	list := func(args ...string) []string {
 		b, err := exec.Command("docker", args...).Output()
 		if err != nil {
 			t.Errorf("docker %v: %v", args, err)
 		}
-		out = append(out, strings.Fields(string(b))...)
+		return strings.Fields(string(b))
 	}
-	return out
+	filter := "label=limbs.instance=" + instance
+	return list("ps", "-aq", "--filter", filter), list("volume", "ls", "-q", "--filter", filter)
+}
+
+// dockerLeftovers lists the containers and volumes of an instance.
+func dockerLeftovers(t testing.TB, instance string) []string {
+	containers, volumes := dockerObjects(t, instance)
+	return append(containers, volumes...)
 }
 
 // cleanDocker removes, when the test ends however it ends, every container
 // and volume of the instance, and reports them as leaks if the test did not
-// remove them itself.
+// remove them itself. newDockerPlane does this for its instance.
 func cleanDocker(t testing.TB, instance *string) {
 	t.Cleanup(func() {
 		if *instance == "" {
 			return
 		}
-		left := dockerLeftovers(t, *instance)
-		if len(left) == 0 {
+		containers, volumes := dockerObjects(t, *instance)
+		if len(containers)+len(volumes) == 0 {
 			return
 		}
 		if !t.Failed() {
-			t.Errorf("left behind by instance %s: %v", *instance, left)
+			t.Errorf("left behind by instance %s: %v %v", *instance, containers, volumes)
 		}
-		b, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=limbs.instance="+*instance).Output()
-		if ids := strings.Fields(string(b)); len(ids) > 0 {
-			_ = exec.Command("docker", append([]string{"rm", "-f", "-v"}, ids...)...).Run()
+		if len(containers) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-f", "-v"}, containers...)...).Run()
 		}
-		b, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label=limbs.instance="+*instance).Output()
-		if ids := strings.Fields(string(b)); len(ids) > 0 {
-			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
+		if len(volumes) > 0 {
+			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, volumes...)...).Run()
 		}
 	})
 }
 
+// newDockerPlane runs a control plane on dir with the docker provider.
+// Whatever containers and volumes of its instance remain when the test
+// ends are removed, and reported as leaks.
 func newDockerPlane(t testing.TB, dir string, dp *docker.Provider, pool map[string]int) *plane {
 	t.Helper()
+	// Registered first, so that it runs after the plane has closed.
+	var instance string
+	cleanDocker(t, &instance)
 	srv, err := control.New(context.Background(), control.Options{
 		StateDir:     dir,
 		Token:        e2eToken,
@@ -97,6 +104,7 @@ func newDockerPlane(t testing.TB, dir string, dp *docker.Provider, pool map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	instance = srv.Instance()
 	ts := httptest.NewServer(srv)
 	c, err := client.New(ts.URL, e2eToken, "")
 	if err != nil {
@@ -114,10 +122,7 @@ func newDockerPlane(t testing.TB, dir string, dp *docker.Provider, pool map[stri
 func TestDockerEndToEnd(t *testing.T) {
 	dp := dockerOrSkip(t)
 	dir := stateDir(t)
-	var instance string
-	cleanDocker(t, &instance)
 	p := newDockerPlane(t, dir, dp, nil)
-	instance = p.srv.Instance()
 	ctx := context.Background()
 
 	sb := p.create(t, wire.CreateSandbox{Name: "e2e", MemoryMB: 512})
@@ -186,7 +191,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	if err := p.c.JSON(ctx, http.MethodDelete, "/sandboxes/"+sb.ID, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if left := dockerLeftovers(t, instance); len(left) > 0 {
+	if left := dockerLeftovers(t, p.srv.Instance()); len(left) > 0 {
 		t.Errorf("containers/volumes left after delete: %v", left)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sandboxes", sb.ID)); !os.IsNotExist(err) {
@@ -198,10 +203,7 @@ func TestDockerEndToEnd(t *testing.T) {
 func TestDockerConformance(t *testing.T) {
 	dp := dockerOrSkip(t)
 	dir := stateDir(t)
-	var instance string
-	cleanDocker(t, &instance)
 	p := newDockerPlane(t, dir, dp, nil)
-	instance = p.srv.Instance()
 	sb := p.create(t, wire.CreateSandbox{})
 	t.Run("suite", func(t *testing.T) { conformance.Run(t, p.sandboxClient(t, sb.ID)) })
 	if err := p.c.JSON(context.Background(), http.MethodDelete, "/sandboxes/"+sb.ID, nil, nil); err != nil {
@@ -215,10 +217,7 @@ func TestDockerConformance(t *testing.T) {
 func TestDockerRecovery(t *testing.T) {
 	dp := dockerOrSkip(t)
 	dir := stateDir(t)
-	var instance string
-	cleanDocker(t, &instance)
 	p := newDockerPlane(t, dir, dp, nil)
-	instance = p.srv.Instance()
 	ctx := context.Background()
 	sb := p.create(t, wire.CreateSandbox{})
 	c := p.sandboxClient(t, sb.ID)
@@ -254,10 +253,8 @@ func TestDockerRecovery(t *testing.T) {
 func TestDockerRestartAdoptsOnlyItsOwn(t *testing.T) {
 	dp := dockerOrSkip(t)
 	dir := stateDir(t)
-	var instance string
-	cleanDocker(t, &instance)
 	p1 := newDockerPlane(t, dir, dp, nil)
-	instance = p1.srv.Instance()
+	instance := p1.srv.Instance()
 	kept := p1.create(t, wire.CreateSandbox{Name: "kept"})
 	p1.close()
 
