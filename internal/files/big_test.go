@@ -1,7 +1,6 @@
 package files_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -12,15 +11,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/testbin"
 )
+
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
 
 // peakRSS is the process's high-water mark of resident memory, in bytes
 // (VmHWM), or -1 when /proc cannot tell.
@@ -92,30 +94,9 @@ func TestGigabyteRoundTripInProcess(t *testing.T) {
 	if !resetPeakRSS() {
 		t.Log("cannot reset VmHWM (/proc/self/clear_refs); the peak includes what came before")
 	}
-	ctx := context.Background()
 
-	up := sha256.New()
-	src := io.TeeReader(io.LimitReader(newBlockReader(), size), up)
-	if _, err := f.c.WriteFile(ctx, "big.bin", src, 0, ""); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := f.c.ReadFile(ctx, "big.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := sha256.New()
-	n, err := io.Copy(down, rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	putGet(t, f.c, size)
 	peak := peakRSS()
-	if n != size {
-		t.Fatalf("read back %d bytes, want %d", n, size)
-	}
-	if got, want := hex.EncodeToString(down.Sum(nil)), hex.EncodeToString(up.Sum(nil)); got != want {
-		t.Fatalf("sha256 of what came back %s, of what went up %s", got, want)
-	}
 	t.Logf("1 GiB round trip: peak RSS of the whole test process %.1f MiB (limit %d MiB; race detector %v)",
 		float64(peak)/(1<<20), limit>>20, raceEnabled)
 	if peak > limit && !raceEnabled {
@@ -135,33 +116,12 @@ func TestGigabyteRoundTrip(t *testing.T) {
 	const size = 1 << 30
 	const limit = 64 << 20
 	d := startLimbsd(t)
-	ctx := context.Background()
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", d.pid), []byte("5"), 0); err != nil {
 		t.Logf("cannot reset the daemon's VmHWM (%v); the peak includes its start", err)
 	}
 
-	up := sha256.New()
-	src := io.TeeReader(io.LimitReader(newBlockReader(), size), up)
-	if _, err := d.c.WriteFile(ctx, "big.bin", src, 0, ""); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := d.c.ReadFile(ctx, "big.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := sha256.New()
-	n, err := io.Copy(down, rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	putGet(t, d.c, size)
 	peak := procPeakRSS(d.pid)
-	if n != size {
-		t.Fatalf("read back %d bytes, want %d", n, size)
-	}
-	if got, want := hex.EncodeToString(down.Sum(nil)), hex.EncodeToString(up.Sum(nil)); got != want {
-		t.Fatalf("sha256 of what came back %s, of what went up %s", got, want)
-	}
 	t.Logf("1 GiB PUT+GET through limbsd: its peak RSS %.1f MiB (limit %d MiB)", float64(peak)/(1<<20), limit>>20)
 	if peak < 0 {
 		t.Fatalf("cannot read VmHWM of limbsd (pid %d)", d.pid)
@@ -171,43 +131,65 @@ func TestGigabyteRoundTrip(t *testing.T) {
 	}
 }
 
+// putGet writes size pseudo-random bytes to big.bin through c and reads
+// them back, byte-exact (sha256 of both ways).
+func putGet(t *testing.T, c *client.Client, size int64) {
+	t.Helper()
+	ctx := context.Background()
+	up := sha256.New()
+	src := io.TeeReader(io.LimitReader(newBlockReader(), size), up)
+	if _, err := c.WriteFile(ctx, "big.bin", src, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := c.ReadFile(ctx, "big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := sha256.New()
+	n, err := io.Copy(down, rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != size {
+		t.Fatalf("read back %d bytes, want %d", n, size)
+	}
+	if got, want := hex.EncodeToString(down.Sum(nil)), hex.EncodeToString(up.Sum(nil)); got != want {
+		t.Fatalf("sha256 of what came back %s, of what went up %s", got, want)
+	}
+}
+
 type daemon struct {
 	pid     int
 	workdir string
 	c       *client.Client
 }
 
-// startLimbsd builds cmd/limbsd and runs it on a Unix socket in a
+// startLimbsd runs cmd/limbsd, built as shipped, on a Unix socket in a
 // temporary directory; it is stopped when the test ends.
 func startLimbsd(t *testing.T) *daemon {
 	t.Helper()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(gomod)) == "" {
-		t.Skipf("needs the go tool and the module source to build limbsd: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	bin := testbin.Path(t, "limbsd", false)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "limbsd")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/limbsd")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building limbsd: %v\n%s", err, out)
-	}
 	d := &daemon{workdir: filepath.Join(dir, "workspace")}
 	sock := filepath.Join(dir, "limbsd.sock")
 	const token = "test-token"
 	cmd := exec.Command(bin, "--listen", "unix://"+sock, "--token", token,
 		"--workdir", d.workdir, "--state-dir", filepath.Join(dir, "state"))
-	var logs bytes.Buffer
+	var logs testbin.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	d.pid = cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("limbsd output:\n%s", logs.String())
 		}
@@ -217,25 +199,15 @@ func startLimbsd(t *testing.T) *daemon {
 		t.Fatal(err)
 	}
 	d.c = c
-	// Wait for the socket: the daemon's health answer, not a sleep, says
-	// it is up; a daemon that died says so through Wait.
-	exited := make(chan error, 1)
-	go func() {
-		for {
-			if _, err := c.Health(context.Background()); err == nil {
-				exited <- nil
-				return
-			}
-			if cmd.ProcessState != nil || syscall.Kill(d.pid, 0) != nil {
-				exited <- fmt.Errorf("limbsd exited:\n%s", logs.String())
-				return
-			}
-			runtime.Gosched()
+	testbin.Eventually(t, "limbsd answers on its socket", 30*time.Second, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("limbsd exited at start:\n%s", logs.String())
+		default:
 		}
-	}()
-	if err := <-exited; err != nil {
-		t.Fatal(err)
-	}
+		_, err := c.Health(context.Background())
+		return err == nil
+	})
 	return d
 }
 
