@@ -43,13 +43,20 @@ func startDaemon(t *testing.T, extra ...string) *daemon {
 // startDaemonEnv is startDaemon with LIMBS_TOKEN set to token.
 func startDaemonEnv(t *testing.T, token string, extra ...string) *daemon {
 	t.Helper()
-	bin := limbsdBinary(t)
 	// Short path: a Unix socket path has ~108 bytes.
 	dir, err := os.MkdirTemp("", "limbsd")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	return startDaemonAt(t, dir, token, extra...)
+}
+
+// startDaemonAt runs limbsd with its socket and directories in dir (a
+// second daemon on the dir of a dead one finds its state).
+func startDaemonAt(t *testing.T, dir, token string, extra ...string) *daemon {
+	t.Helper()
+	bin := limbsdBinary(t)
 	args := append([]string{
 		"--listen", "unix://" + filepath.Join(dir, "limbsd.sock"),
 		"--workdir", filepath.Join(dir, "work"),
@@ -182,5 +189,58 @@ func TestLimbsdTokenFromEnvDoesNotLeakIntoShells(t *testing.T) {
 	}
 	if r.Output != "unset unset\n" {
 		t.Errorf("a session sees %q, want the daemon's token and markers unset", r.Output)
+	}
+}
+
+// A daemon killed with SIGKILL leaves its run directory on /dev/shm; the
+// next daemon on the same state directory takes it over (with the
+// environment its shells saved when the terminal hung up) instead of
+// leaving one more behind, and a clean stop removes it.
+func TestLimbsdKill9ReusesRunDir(t *testing.T) {
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+		t.Skip("no /dev/shm here: the run directory lives in the state directory")
+	}
+	d := startDaemon(t, "--token", testToken)
+	c := d.client(t, testToken)
+	s, err := c.CreateSession(t.Context(), wire.CreateSession{Name: "k9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := 20.0
+	if _, err := c.Exec(t.Context(), s.ID, wire.Exec{Command: "export LIMBS_K9=kept", YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	runDirs := func() []string {
+		var out []string
+		ents, _ := os.ReadDir("/dev/shm")
+		for _, e := range ents {
+			if _, err := os.Stat(filepath.Join("/dev/shm", e.Name(), s.ID)); err == nil {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	before := runDirs()
+	if len(before) != 1 {
+		t.Fatalf("run directories holding session %s: %v, want one", s.ID, before)
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+
+	d2 := startDaemonAt(t, d.dir, testToken, "--token", testToken)
+	c2 := d2.client(t, testToken)
+	r, err := c2.Exec(t.Context(), s.ID, wire.Exec{Command: "echo $LIMBS_K9", YieldAfter: &y})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Output != "kept\n" {
+		t.Errorf("after kill -9 and a new daemon the session sees %q, want the exported variable", r.Output)
+	}
+	if after := runDirs(); len(after) != 1 || after[0] != before[0] {
+		t.Errorf("run directories after the restart: %v, want the same one as before (%v)", after, before)
+	}
+	d2.stop(t)
+	if left := runDirs(); len(left) != 0 {
+		t.Errorf("run directories left after a clean stop: %v", left)
 	}
 }

@@ -3,6 +3,7 @@ package shell
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -101,6 +102,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if err := m.restore(ctx); err != nil {
 		return nil, err
 	}
+	m.pruneRunDir()
 	return m, nil
 }
 
@@ -148,18 +150,56 @@ func (m *Manager) restore(ctx context.Context) error {
 	return nil
 }
 
-// makeRunDir makes a private directory on /dev/shm, or in the state
-// directory when there is no usable /dev/shm.
+// makeRunDir makes the daemon's private directory on /dev/shm, or in the
+// state directory when there is no usable /dev/shm. Its name follows from
+// the state directory, so a daemon restarted after a kill -9 finds the
+// environment its shells saved there when the terminal hung up (and leaves
+// no directory behind per restart). A directory of that name that is not
+// ours alone (another owner, open to others, a symlink) is never used:
+// /dev/shm is shared, so the name is only a preference.
 func makeRunDir(stateDir string) string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		abs, err := filepath.Abs(stateDir)
+		if err != nil {
+			abs = stateDir
+		}
+		sum := sha256.Sum256([]byte(abs))
+		d := filepath.Join("/dev/shm", "limbs-"+hex.EncodeToString(sum[:8]))
+		if err := os.Mkdir(d, 0o700); err == nil || ownPrivateDir(d) {
+			return d
+		}
 		if d, err := os.MkdirTemp("/dev/shm", "limbs-"); err == nil {
 			return d
 		}
 	}
 	d := filepath.Join(stateDir, "run")
-	_ = os.RemoveAll(d)
 	_ = os.MkdirAll(d, 0o700)
 	return d
+}
+
+// ownPrivateDir reports whether path is a real directory owned by this
+// process's user that nobody else may enter.
+func ownPrivateDir(path string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// pruneRunDir removes what the run directory holds for sessions that no
+// longer exist (deleted while no daemon ran, or whose state is gone).
+func (m *Manager) pruneRunDir() {
+	ents, err := os.ReadDir(m.runDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if _, ok := m.sessions[e.Name()]; !ok {
+			_ = os.RemoveAll(filepath.Join(m.runDir, e.Name()))
+		}
+	}
 }
 
 func randomHex(n int) string {

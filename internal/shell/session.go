@@ -735,6 +735,7 @@ func (s *Session) close(remove bool) {
 	s.emuMu.Unlock()
 	if remove {
 		_ = os.RemoveAll(s.dir)
+		_ = os.RemoveAll(s.rdir)
 	}
 }
 
