@@ -3,13 +3,17 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,9 +26,9 @@ import (
 )
 
 // daemon starts the real limbsd binary (built once per run) on a Unix
-// socket, as a separate process as in a sandbox, and returns a client and a
-// session id. LIMBS_BENCH_GOMAXPROCS sets the daemon's GOMAXPROCS.
-func daemon(b *testing.B) (*client.Client, string) {
+// socket, as a separate process as in a sandbox, and returns a client, a
+// session id and the socket's path. LIMBS_BENCH_GOMAXPROCS sets the daemon's GOMAXPROCS.
+func daemon(b *testing.B) (*client.Client, string, string) {
 	b.Helper()
 	bin := limbsdBinary(b)
 	dir := b.TempDir()
@@ -59,7 +63,7 @@ func daemon(b *testing.B) (*client.Client, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return c, s.ID
+	return c, s.ID, sock
 }
 
 // limbsdBinary is cmd/limbsd as shipped.
@@ -75,9 +79,14 @@ func p50(d []time.Duration) time.Duration {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkRoundTrip: `true` through the HTTP API over a Unix socket, next
-// to the floor, a line bounced through `cat` on a raw PTY.
+// to the floor, a line bounced through `cat` on a raw PTY. Iterations
+// alternate two callers of the API: a minimal HTTP/1.1 client (a request
+// written and a response read on one socket: the API's own round trip) and
+// the Go client library (package client, which adds its request building,
+// response parsing and JSON decoding). Each exec follows an HTTP GET and a
+// ping-pong, as every iteration does; b.N of each.
 func BenchmarkRoundTrip(b *testing.B) {
-	c, id := daemon(b)
+	c, id, sock := daemon(b)
 	ctx := context.Background()
 	zero := 0.0
 	for range 20 { // warm up
@@ -85,6 +94,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	raw := newRawClient(b, sock, c.Token(), id)
 	ptmx, stop := startPTY(b, "cat")
 	defer stop()
 	line := []byte("ping\n")
@@ -101,34 +111,114 @@ func BenchmarkRoundTrip(b *testing.B) {
 			got += bytes.Count(buf[:n], []byte("\n"))
 		}
 	}
+	check := func(r wire.Result, err error) {
+		if err != nil || r.Status != wire.StatusExited || r.ExitCode == nil || *r.ExitCode != 0 {
+			b.Fatalf("exec true: %+v %v", r, err)
+		}
+	}
 	api := make([]time.Duration, 0, b.N)
-	raw := make([]time.Duration, 0, b.N)
+	lib := make([]time.Duration, 0, b.N)
+	floor := make([]time.Duration, 0, b.N)
 	hops := make([]time.Duration, 0, b.N)
+	viaRaw := func() {
+		t0 := time.Now()
+		body := raw.exec()
+		api = append(api, time.Since(t0))
+		var r wire.Result
+		check(r, json.Unmarshal(body, &r))
+		check(r, nil)
+	}
+	viaLib := func() {
+		t0 := time.Now()
+		r, err := c.Exec(ctx, id, wire.Exec{Command: "true", YieldAfter: &zero})
+		lib = append(lib, time.Since(t0))
+		check(r, err)
+	}
 	b.ResetTimer()
-	for range b.N {
+	for i := range 2 * b.N {
 		t0 := time.Now()
 		if _, err := c.GetSession(ctx, id); err != nil {
 			b.Fatal(err)
 		}
 		hops = append(hops, time.Since(t0))
-		t0 = time.Now()
-		r, err := c.Exec(ctx, id, wire.Exec{Command: "true", YieldAfter: &zero})
-		api = append(api, time.Since(t0))
-		if err != nil || r.Status != wire.StatusExited || *r.ExitCode != 0 {
-			b.Fatalf("exec true: %+v %v", r, err)
+		if i%2 == 0 {
+			viaRaw()
+		} else {
+			viaLib()
 		}
 		t0 = time.Now()
 		pingpong()
-		raw = append(raw, time.Since(t0))
+		floor = append(floor, time.Since(t0))
 	}
 	b.StopTimer()
-	a, f, h := p50(api), p50(raw), p50(hops)
+	a, l, f, h := p50(api), p50(lib), p50(floor), p50(hops)
 	b.ReportMetric(ms(h), "http-get-p50-ms")
 	b.ReportMetric(ms(a), "api-p50-ms")
+	b.ReportMetric(ms(l), "client-p50-ms")
 	b.ReportMetric(ms(f), "pty-floor-p50-ms")
 	b.ReportMetric(float64(a)/float64(f), "api/floor")
 	b.ReportMetric(0, "ns/op")
-	fmt.Printf("round trip of `true`: limbsd API over unix socket p50 %.3f ms; raw PTY ping-pong p50 %.3f ms; ratio %.1fx; (an HTTP GET of the session: %.3f ms) (n=%d)\n", ms(a), ms(f), float64(a)/float64(f), ms(h), b.N)
+	fmt.Printf("round trip of `true`: limbsd API over unix socket p50 %.3f ms; raw PTY ping-pong p50 %.3f ms; ratio %.1fx; (with the Go client library: %.3f ms; an HTTP GET of the session: %.3f ms) (n=%d each)\n", ms(a), ms(f), float64(a)/float64(f), ms(l), ms(h), len(api))
+}
+
+// rawClient is the smallest HTTP/1.1 client of the exec route: one
+// prebuilt request written to a kept-alive socket, and the response read
+// to the end of its Content-Length.
+type rawClient struct {
+	b    *testing.B
+	conn net.Conn
+	req  []byte
+	buf  []byte
+}
+
+func newRawClient(b *testing.B, sock, token, id string) *rawClient {
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	body := `{"command":"true","yield_after":0}`
+	req := fmt.Sprintf("POST /v1/sessions/%s/exec HTTP/1.1\r\nHost: limbs\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", id, token, len(body), body)
+	return &rawClient{b: b, conn: conn, req: []byte(req), buf: make([]byte, 64<<10)}
+}
+
+// exec sends the request and returns the response body.
+func (r *rawClient) exec() []byte {
+	if _, err := r.conn.Write(r.req); err != nil {
+		r.b.Fatal(err)
+	}
+	n, want, start := 0, -1, 0
+	for want < 0 || n < want {
+		m, err := r.conn.Read(r.buf[n:])
+		if err != nil {
+			r.b.Fatalf("reading the exec response: %v (got %q)", err, r.buf[:n])
+		}
+		n += m
+		if want < 0 {
+			head, _, ok := bytes.Cut(r.buf[:n], []byte("\r\n\r\n"))
+			if !ok {
+				continue
+			}
+			if !bytes.HasPrefix(head, []byte("HTTP/1.1 200 ")) {
+				r.b.Fatalf("exec answered %q", r.buf[:n])
+			}
+			cl := 0
+			for _, h := range bytes.Split(head, []byte("\r\n")) {
+				if k, v, ok := bytes.Cut(h, []byte(":")); ok && strings.EqualFold(string(k), "Content-Length") {
+					cl, _ = strconv.Atoi(strings.TrimSpace(string(v)))
+				}
+			}
+			if cl == 0 {
+				r.b.Fatalf("exec answered without a Content-Length: %q", head)
+			}
+			start = len(head) + 4
+			want = start + cl
+			if want > len(r.buf) {
+				r.b.Fatalf("exec answer of %d bytes is larger than the buffer", want)
+			}
+		}
+	}
+	return r.buf[start:want]
 }
 
 func startPTY(b *testing.B, script string) (*os.File, func()) {
@@ -153,7 +243,7 @@ const (
 // BenchmarkThroughput: 50 MiB of output through a limbs command, next to
 // the same producer read by a bare PTY read loop.
 func BenchmarkThroughput(b *testing.B) {
-	c, id := daemon(b)
+	c, id, _ := daemon(b)
 	ctx := context.Background()
 	zero := 0.0
 	var api, raw time.Duration
