@@ -135,7 +135,9 @@ type Text struct {
 	// progress): they go to out only once out of reach. at is the line of
 	// the cursor: win[at], whose content is then in line, or len(win) for
 	// the open line at the bottom, kept in open while the cursor is above.
-	win      []segment
+	win []segment
+	// winBytes estimates the bytes in win: lines rewritten from above
+	// are not counted again, so newline recounts it when it drops lines.
 	winBytes int
 	at       int
 	open     segment

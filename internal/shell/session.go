@@ -77,11 +77,10 @@ type Session struct {
 	persistC    chan struct{}
 	stopPersist chan struct{}
 
-	persistMu  sync.Mutex // serialises writeState and guards the four below
-	savedEnv   []byte
-	envBuf     []byte
-	savedKey   stateKey
-	stateSaved bool
+	persistMu sync.Mutex // serialises writeState and guards the three below
+	savedEnv  []byte
+	envBuf    []byte
+	savedKey  stateKey // zero until session.json is first written
 	// Finished commands whose log file the persist loop still has to
 	// write. Guarded by mu.
 	pendingLogs []*command
@@ -785,12 +784,12 @@ func (s *Session) writeState() {
 	// Each file is written only when it changed: the disk is slow to
 	// create and truncate files, and most commands change nothing here.
 	key := stateKey{ps.Name, ps.Cols, ps.Rows, ps.Cwd, ps.Shell, ps.Restarts}
-	if !s.stateSaved || key != s.savedKey {
+	if key != s.savedKey {
 		b, _ := json.MarshalIndent(ps, "", "  ")
 		if err := writeFile(filepath.Join(s.dir, "session.json"), b, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
 			s.log.Warn("saving session state", "err", err)
 		} else {
-			s.savedKey, s.stateSaved = key, true
+			s.savedKey = key
 		}
 	}
 	// While the shell is still saving its environment after an end
@@ -813,6 +812,8 @@ func (s *Session) writeState() {
 }
 
 // stateKey is what of a session's saved state can change after creation.
+// No session's key is the zero value (the shell path and size are never
+// empty), so the zero savedKey means nothing was written yet.
 type stateKey struct {
 	name       string
 	cols, rows int
