@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,49 +24,27 @@ import (
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
-// daemon starts the real limbsd binary (built once per run) on a Unix
-// socket, as a separate process as in a sandbox, and returns a client, a
-// session id and the socket's path. LIMBS_BENCH_GOMAXPROCS sets the daemon's GOMAXPROCS.
+// daemon starts the real limbsd binary on a Unix socket, as a separate
+// process as in a sandbox, and returns a client, a session id and the
+// socket's path. LIMBS_BENCH_GOMAXPROCS sets the daemon's GOMAXPROCS;
+// LIMBS_TEST_LIMBSD runs another build (see testbin.StartLimbsd).
 func daemon(b *testing.B) (*client.Client, string, string) {
 	b.Helper()
-	bin := limbsdBinary(b)
-	dir := b.TempDir()
-	sock := filepath.Join(dir, "limbsd.sock")
-	cmd := exec.Command(bin, "--listen", "unix://"+sock, "--token", "t", "--workdir", dir, "--state-dir", filepath.Join(dir, "state"), "--log-level", "error")
-	cmd.Env = os.Environ()
+	var env []string
 	if v := os.Getenv("LIMBS_BENCH_GOMAXPROCS"); v != "" {
-		cmd.Env = append(cmd.Env, "GOMAXPROCS="+v)
+		env = append(env, "GOMAXPROCS="+v)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	c, err := client.New("unix://"+sock, "t", "")
+	d := testbin.StartLimbsd(b, false, env...)
+	c, err := client.New("unix://"+d.Sock, d.Token, "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	for i := 0; ; i++ {
-		if _, err := c.Health(ctx); err == nil {
-			break
-		} else if i > 200 {
-			b.Fatalf("limbsd did not answer: %v", err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	s, err := c.CreateSession(ctx, wire.CreateSession{Name: "bench"})
+	s, err := c.CreateSession(context.Background(), wire.CreateSession{Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return c, s.ID, sock
+	return c, s.ID, d.Sock
 }
-
-// limbsdBinary is cmd/limbsd as shipped.
-func limbsdBinary(b *testing.B) string { return testbin.Path(b, "limbsd", false) }
 
 func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
 
@@ -125,8 +102,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 		body := raw.exec()
 		api = append(api, time.Since(t0))
 		var r wire.Result
-		check(r, json.Unmarshal(body, &r))
-		check(r, nil)
+		err := json.Unmarshal(body, &r)
+		check(r, err)
 	}
 	viaLib := func() {
 		t0 := time.Now()
@@ -187,35 +164,46 @@ func (r *rawClient) exec() []byte {
 	if _, err := r.conn.Write(r.req); err != nil {
 		r.b.Fatal(err)
 	}
-	n, want, start := 0, -1, 0
-	for want < 0 || n < want {
+	// The header, read until its blank line (the body may come with it).
+	n := 0
+	var head []byte
+	for {
+		if n == len(r.buf) {
+			r.b.Fatalf("exec answer header larger than %d bytes", n)
+		}
 		m, err := r.conn.Read(r.buf[n:])
 		if err != nil {
 			r.b.Fatalf("reading the exec response: %v (got %q)", err, r.buf[:n])
 		}
 		n += m
-		if want < 0 {
-			head, _, ok := bytes.Cut(r.buf[:n], []byte("\r\n\r\n"))
-			if !ok {
-				continue
+		var ok bool
+		if head, _, ok = bytes.Cut(r.buf[:n], []byte("\r\n\r\n")); ok {
+			break
+		}
+	}
+	if !bytes.HasPrefix(head, []byte("HTTP/1.1 200 ")) {
+		r.b.Fatalf("exec answered %q", r.buf[:n])
+	}
+	cl := -1
+	for _, h := range bytes.Split(head, []byte("\r\n")) {
+		if k, v, ok := bytes.Cut(h, []byte(":")); ok && strings.EqualFold(string(k), "Content-Length") {
+			var err error
+			if cl, err = strconv.Atoi(strings.TrimSpace(string(v))); err != nil {
+				r.b.Fatalf("exec answered Content-Length %q", v)
 			}
-			if !bytes.HasPrefix(head, []byte("HTTP/1.1 200 ")) {
-				r.b.Fatalf("exec answered %q", r.buf[:n])
-			}
-			cl := 0
-			for _, h := range bytes.Split(head, []byte("\r\n")) {
-				if k, v, ok := bytes.Cut(h, []byte(":")); ok && strings.EqualFold(string(k), "Content-Length") {
-					cl, _ = strconv.Atoi(strings.TrimSpace(string(v)))
-				}
-			}
-			if cl == 0 {
-				r.b.Fatalf("exec answered without a Content-Length: %q", head)
-			}
-			start = len(head) + 4
-			want = start + cl
-			if want > len(r.buf) {
-				r.b.Fatalf("exec answer of %d bytes is larger than the buffer", want)
-			}
+		}
+	}
+	if cl < 0 {
+		r.b.Fatalf("exec answered without a Content-Length: %q", head)
+	}
+	start := len(head) + 4
+	want := start + cl
+	if want > len(r.buf) {
+		r.b.Fatalf("exec answer of %d bytes is larger than the buffer", want)
+	}
+	if n < want {
+		if _, err := io.ReadFull(r.conn, r.buf[n:want]); err != nil {
+			r.b.Fatalf("reading the exec response body: %v", err)
 		}
 	}
 	return r.buf[start:want]

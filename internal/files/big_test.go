@@ -9,14 +9,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/testbin"
@@ -160,55 +156,20 @@ func putGet(t *testing.T, c *client.Client, size int64) {
 }
 
 type daemon struct {
-	pid     int
-	workdir string
-	c       *client.Client
+	pid int
+	c   *client.Client
 }
 
-// startLimbsd runs cmd/limbsd, built as shipped, on a Unix socket in a
-// temporary directory; it is stopped when the test ends.
+// startLimbsd runs cmd/limbsd, built as shipped, on a Unix socket; it is
+// stopped when the test ends.
 func startLimbsd(t *testing.T) *daemon {
 	t.Helper()
-	bin := testbin.Path(t, "limbsd", false)
-	dir := t.TempDir()
-	d := &daemon{workdir: filepath.Join(dir, "workspace")}
-	sock := filepath.Join(dir, "limbsd.sock")
-	const token = "test-token"
-	cmd := exec.Command(bin, "--listen", "unix://"+sock, "--token", token,
-		"--workdir", d.workdir, "--state-dir", filepath.Join(dir, "state"))
-	var logs testbin.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d.pid = cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		if t.Failed() {
-			t.Logf("limbsd output:\n%s", logs.String())
-		}
-	})
-	c, err := client.New("unix://"+sock, token, "")
+	l := testbin.StartLimbsd(t, false)
+	c, err := client.New("unix://"+l.Sock, l.Token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.c = c
-	testbin.Eventually(t, "limbsd answers on its socket", 30*time.Second, func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("limbsd exited at start:\n%s", logs.String())
-		default:
-		}
-		_, err := c.Health(context.Background())
-		return err == nil
-	})
-	return d
+	return &daemon{pid: l.PID, c: c}
 }
 
 // procPeakRSS is VmHWM of process pid in bytes, or -1.

@@ -1,8 +1,9 @@
 // Package testbin is what tests that run real processes need: the
 // project's commands built once per test binary (limbsd on a socket, limbs
 // serve killed with SIGKILL) into one temporary directory that Main
-// removes, a buffer a process can write while the test reads it, and a
-// bounded wait for something it does in the background.
+// removes, a limbsd started on a socket for one test, a buffer a process
+// can write while the test reads it, and a bounded wait for something it
+// does in the background.
 //
 // It must never be imported by non-test code.
 package testbin
@@ -39,13 +40,9 @@ func Main(m *testing.M) int {
 // Path builds ./cmd/NAME of this module, static (CGO_ENABLED=0) as shipped,
 // or with the race detector when race is set, once per test binary, and
 // returns the binary's path. All binaries land in one directory, so limbs
-// serve finds its limbsd next to it. $LIMBS_TEST_LIMBSD names a limbsd built
-// elsewhere (for instance from a clean checkout) to use instead.
+// serve finds its limbsd next to it.
 func Path(t testing.TB, name string, race bool) string {
 	t.Helper()
-	if bin := os.Getenv("LIMBS_TEST_LIMBSD"); bin != "" && name == "limbsd" {
-		return bin
-	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("the go command is not on PATH: cannot build cmd/%s", name)
