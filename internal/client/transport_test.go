@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/limbs-dev/limbs/internal/testbin"
 )
 
 // serve runs h on a Unix socket and returns a Transport that dials it and
@@ -31,17 +33,22 @@ func serve(t *testing.T, h http.Handler) (*Transport, *atomic.Int64) {
 	}}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
-	tr := NewTransport(func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	})
+	tr := NewTransport(dialUnix(sock))
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr, &conns
 }
 
-func get(t *testing.T, c *http.Client, ctx context.Context, method, url string, body io.Reader) string {
+// dialUnix is a Transport's dial function for the socket sock.
+func dialUnix(sock string) func(ctx context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}
+}
+
+func get(t *testing.T, c *http.Client, method, url string, body io.Reader) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +70,12 @@ func TestTransportKeepsOneConnection(t *testing.T) {
 		fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.Path, b)
 	}))
 	c := &http.Client{Transport: tr}
-	ctx := context.Background()
 	for i := range 50 {
 		body := fmt.Sprintf(`{"n":%d}`, i)
-		if got, want := get(t, c, ctx, "POST", "http://limbs/v1/x", strings.NewReader(body)), "POST /v1/x "+body; got != want {
+		if got, want := get(t, c, "POST", "http://limbs/v1/x", strings.NewReader(body)), "POST /v1/x "+body; got != want {
 			t.Fatalf("answer %q, want %q", got, want)
 		}
-		if got := get(t, c, ctx, "GET", "http://limbs/v1/y", nil); got != "GET /v1/y " {
+		if got := get(t, c, "GET", "http://limbs/v1/y", nil); got != "GET /v1/y " {
 			t.Fatalf("answer %q", got)
 		}
 	}
@@ -128,30 +134,19 @@ func TestTransportServerDroppedIdleConnection(t *testing.T) {
 			nc.Close()
 		}
 	}()
-	tr := NewTransport(func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	})
+	tr := NewTransport(dialUnix(sock))
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 	for i := range 5 {
-		if got := get(t, c, context.Background(), "POST", "http://limbs/v1/exec", strings.NewReader(`{}`)); got != "ok" {
+		if got := get(t, c, "POST", "http://limbs/v1/exec", strings.NewReader(`{}`)); got != "ok" {
 			t.Fatalf("request %d: %q", i, got)
 		}
 		// Let the hang-up arrive before the next request.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		testbin.Eventually(t, "the server's hang-up reaches the idle connection", 5*time.Second, func() bool {
 			tr.mu.Lock()
-			var idle *conn
-			if len(tr.idle) > 0 {
-				idle = tr.idle[0]
-			}
-			tr.mu.Unlock()
-			if idle == nil || !alive(idle.nc) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+			defer tr.mu.Unlock()
+			return len(tr.idle) == 0 || !alive(tr.idle[0].nc)
+		})
 	}
 	if n := served.Load(); n != 5 {
 		t.Fatalf("the server saw %d requests, want 5 (one each, none lost or repeated)", n)
@@ -225,7 +220,7 @@ func TestTransportStreamsUnknownLengthBodies(t *testing.T) {
 		}
 		pw.Close()
 	}()
-	if got := get(t, c, context.Background(), "PUT", "http://limbs/v1/files?path=x", pr); got != fmt.Sprint(64*64<<10) {
+	if got := get(t, c, "PUT", "http://limbs/v1/files?path=x", pr); got != fmt.Sprint(64*64<<10) {
 		t.Fatalf("server read %s bytes, want %d", got, 64*64<<10)
 	}
 }

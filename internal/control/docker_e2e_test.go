@@ -258,9 +258,7 @@ func TestDockerRestartAdoptsOnlyItsOwn(t *testing.T) {
 	kept := p1.create(t, wire.CreateSandbox{Name: "kept"})
 	p1.close()
 
-	suffix := strings.ToLower(strings.TrimPrefix(newTestID(t), "sb_"))
-	foreignInstance := "i_foreign" + suffix
-	cleanDocker(t, &foreignInstance) // removes it however the test ends
+	suffix := randomSuffix(t)
 	run := func(id, inst string) {
 		out, err := exec.Command("docker", "run", "-d", "--name", "limbs-"+id, "--network", "none",
 			"--label", "limbs.managed=true", "--label", "limbs.instance="+inst, "--label", "limbs.sandbox="+id,
@@ -270,8 +268,11 @@ func TestDockerRestartAdoptsOnlyItsOwn(t *testing.T) {
 		}
 	}
 	orphan, foreign := "sb_orphan"+suffix, "sb_foreign"+suffix
+	// The foreign container is this test's to remove, however it ends; the
+	// orphan is the control plane's (newDockerPlane reports it if left).
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", "limbs-"+foreign).Run() })
 	run(orphan, instance)
-	run(foreign, foreignInstance)
+	run(foreign, "i_foreign"+suffix)
 
 	p2 := newDockerPlane(t, dir, dp, nil)
 	if got := p2.get(t, "kept"); got.ID != kept.ID || got.Status != wire.SandboxRunning {
@@ -292,14 +293,13 @@ func TestDockerRestartAdoptsOnlyItsOwn(t *testing.T) {
 	if err := p2.c.JSON(context.Background(), http.MethodDelete, "/sandboxes/kept", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	// The foreign container is this test's to remove, not a leak.
-	_ = exec.Command("docker", "rm", "-f", "limbs-"+foreign).Run()
 }
 
-func newTestID(t *testing.T) string {
+// randomSuffix keeps this run's container names apart from any other's.
+func randomSuffix(t *testing.T) string {
 	b := make([]byte, 5)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	return "sb_" + hex.EncodeToString(b)
+	return hex.EncodeToString(b)
 }

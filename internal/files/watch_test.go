@@ -61,7 +61,7 @@ func TestWatchThousandFiles(t *testing.T) {
 	// The script: each file is created, written, renamed, then removed.
 	// Only mv forks per file (rm takes them all at once), so it stays fast.
 	const n = 1000
-	runScript(t, dir, `for i in $(seq 1 1000); do : > f$i; echo "content $i" >> f$i; mv f$i g$i; done; rm g*`)
+	runScript(t, dir, fmt.Sprintf(`for i in $(seq 1 %d); do : > f$i; echo "content $i" >> f$i; mv f$i g$i; done; rm g*`, n))
 
 	removed := 0
 	evs := collect(t, w, func(evs []wire.WatchEvent) bool {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -89,7 +90,9 @@ func TestWaitAfterSilentEnd(t *testing.T) {
 	if err != nil || r.Status != wire.StatusRunning || r.Output != "a\n" {
 		t.Fatalf("first: %+v %v", r, err)
 	}
-	time.Sleep(time.Second) // it ends, printing nothing more
+	testbin.Eventually(t, "the command ends, printing nothing more", 10*time.Second, func() bool {
+		return s.Info().State == wire.StateIdle
+	})
 	r, err = s.Wait(ctx, wire.Wait{})
 	if err != nil || r.Status != wire.StatusExited || *r.ExitCode != 7 || r.Output != "" {
 		t.Fatalf("wait after the end: %+v %v", r, err)
@@ -132,11 +135,7 @@ func TestLogFiles(t *testing.T) {
 		t.Fatalf("log of a truncated command: %q", got)
 	}
 	r = run(t, s, "echo small")
-	deadline := time.Now().Add(5 * time.Second)
-	for readLog(r) != "small\r\n" {
-		if time.Now().After(deadline) {
-			t.Fatalf("log of a short command never written: %q", readLog(r))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testbin.Eventually(t, "the log of a short command is written", 5*time.Second, func() bool {
+		return readLog(r) == "small\r\n"
+	})
 }
