@@ -37,6 +37,17 @@ func waitOptions(yieldAfter *float64, maxOutput *int) (time.Duration, int, error
 	return yield, maxOut, err
 }
 
+// begin is what typing into the shell starts with (exec, input): the
+// wait options read, and the live shell, started if there is none.
+func (s *Session) begin(ctx context.Context, yieldAfter *float64, maxOutput *int) (*proc, time.Duration, int, error) {
+	yield, maxOut, err := waitOptions(yieldAfter, maxOutput)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	p, err := s.shell(ctx)
+	return p, yield, maxOut, err
+}
+
 func maxOutputOf(v *int) (int, error) {
 	if v == nil {
 		return wire.DefaultMaxOutput, nil
@@ -59,11 +70,7 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	if err != nil {
 		return wire.Result{}, err
 	}
-	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
-	if err != nil {
-		return wire.Result{}, err
-	}
-	p, err := s.shell(ctx)
+	p, yield, maxOut, err := s.begin(ctx, req.YieldAfter, req.MaxOutput)
 	if err != nil {
 		return wire.Result{}, err
 	}
@@ -419,11 +426,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 	if req.Text == "" && len(req.Keys) == 0 {
 		return wire.Result{}, fmt.Errorf("nothing to type: pass \"text\" and/or \"keys\": %w", wire.ErrBadRequest)
 	}
-	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
-	if err != nil {
-		return wire.Result{}, err
-	}
-	p, err := s.shell(ctx)
+	p, yield, maxOut, err := s.begin(ctx, req.YieldAfter, req.MaxOutput)
 	if err != nil {
 		return wire.Result{}, err
 	}
