@@ -64,12 +64,12 @@ flags:
 	}
 	cl, err := cn.client()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs exec: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs exec: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 	id, err := cn.session(ctx, cl)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs exec: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs exec: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 	sig := make(chan os.Signal, 1)
@@ -78,7 +78,7 @@ flags:
 	e := &execRun{cl: cl, id: id, name: cn.sessionName, sig: sig, out: os.Stdout, stream: !*asJSON}
 	res, err := e.run(ctx, wire.Exec{Command: strings.Join(fs.Args(), " "), Timeout: *timeout})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs exec: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs exec: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 	if *asJSON {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -112,7 +113,10 @@ func (s *Server) bodyTimeout() time.Duration {
 	return DefaultBodyTimeout
 }
 
-// deadlineBody lifts the connection's read deadline once the body ends.
+// deadlineBody lifts the connection's read deadline once the body has
+// been read to its end. After any other error the deadline stays: net/http
+// may read what is left of the body after the handler, and must not wait
+// for it without one.
 type deadlineBody struct {
 	io.ReadCloser
 	rc     *http.ResponseController
@@ -121,7 +125,7 @@ type deadlineBody struct {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.lifted {
+	if errors.Is(err, io.EOF) && !b.lifted {
 		b.lifted = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
