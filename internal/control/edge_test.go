@@ -374,5 +374,3 @@ func (zeroReader) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-
