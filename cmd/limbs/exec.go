@@ -145,7 +145,7 @@ func (e *execRun) run(ctx context.Context, req wire.Exec) (wire.Result, error) {
 		}
 		if res.WaitingForInput && !e.notified {
 			e.notified = true
-			fmt.Fprintf(os.Stderr, "\nlimbs exec: the command is waiting for input; answer it with 'limbs shell --session %s' or press Ctrl-C to interrupt it\n", e.name)
+			fmt.Fprintf(os.Stderr, "\nlimbs exec: the command is waiting for input; answer it with 'limbs shell --session %s' or press Ctrl-C to interrupt it\n", safe(e.name))
 		}
 		res, signalled, err = e.call(ctx, func(ctx context.Context) (wire.Result, error) {
 			return e.cl.Wait(ctx, e.id, wire.Wait{YieldAfter: yieldOf(execChunk)})

@@ -68,7 +68,7 @@ flags:
 		fmt.Fprintf(os.Stderr, "limbs shell: %s\n", safeErr(err))
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "attached to session %s (press Enter for a prompt); detach with Ctrl-]\n", cn.sessionName)
+	fmt.Fprintf(os.Stderr, "attached to session %s (press Enter for a prompt); detach with Ctrl-]\n", safe(cn.sessionName))
 	state, err := term.MakeRaw(in)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "limbs shell: raw mode: %s\n", safeErr(err))
@@ -78,10 +78,10 @@ flags:
 	_ = term.Restore(in, state)
 	switch {
 	case errors.Is(err, errDetached):
-		fmt.Fprintf(os.Stderr, "\ndetached from session %s (it keeps running)\n", cn.sessionName)
+		fmt.Fprintf(os.Stderr, "\ndetached from session %s (it keeps running)\n", safe(cn.sessionName))
 		return 0
 	case err == nil:
-		fmt.Fprintf(os.Stderr, "\nsession %s ended\n", cn.sessionName)
+		fmt.Fprintf(os.Stderr, "\nsession %s ended\n", safe(cn.sessionName))
 		return 0
 	default:
 		fmt.Fprintf(os.Stderr, "\nlimbs shell: %s\n", safeErr(err))
