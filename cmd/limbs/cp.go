@@ -40,7 +40,10 @@ file; - as DST writes a sandbox file to stdout.
 As with cp -r: when DST is an existing directory (or ends in /), SRC goes
 inside it under its own name; otherwise SRC becomes DST. Modes are kept,
 symlinks inside a directory are copied as symlinks, and an archive from
-the sandbox that would write outside DST is refused.
+the sandbox that would write outside DST is refused. What comes out of a
+sandbox keeps its permission bits only (no setuid, setgid or sticky bit),
+belongs to the user running limbs cp, and is refused when an entry would
+be written through a symlink; device nodes and fifos are skipped.
 
   limbs cp ./app :/workspace/app
   limbs cp :/workspace/app/out.log .
@@ -72,7 +75,7 @@ flags:
 	}
 	cl, err := cn.client()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs cp: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs cp: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 	if dst.remote {
@@ -81,7 +84,7 @@ flags:
 		err = copyDown(ctx, cl, src.path, dst.path)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs cp: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs cp: %s\n", safeErr(err))
 		return 1
 	}
 	return 0
@@ -219,7 +222,14 @@ func copyDown(ctx context.Context, cl *client.Client, src, dst string) error {
 			return err
 		}
 		defer rc.Close()
-		return files.ExtractTar(target, rc, os.TempDir())
+		// The archive is the sandbox's: nothing in it is trusted on the
+		// host (no set-id bits, no owners, no symlinks followed).
+		return files.ExtractTarWith(target, rc, os.TempDir(), files.ExtractOptions{
+			Untrusted: true,
+			Skipped: func(name, why string) {
+				fmt.Fprintf(os.Stderr, "limbs cp: skipped %s: %s\n", safe(name), why)
+			},
+		})
 	}
 	rc, err := cl.ReadFile(ctx, src)
 	if err != nil {

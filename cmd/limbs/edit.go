@@ -112,7 +112,7 @@ flags:
 		dst **string
 	}{{&fileText, &req.FileText}, {&oldStr, &req.OldStr}, {&newStr, &req.NewStr}} {
 		if *t.dst, err = t.f.text(stdin); err != nil {
-			fmt.Fprintf(stderr, "limbs edit: %v\n", err)
+			fmt.Fprintf(stderr, "limbs edit: %s\n", safeErr(err))
 			return exitUsage
 		}
 	}
@@ -131,7 +131,7 @@ flags:
 	}
 	cl, err := cn.client()
 	if err != nil {
-		fmt.Fprintf(stderr, "limbs edit: %v\n", err)
+		fmt.Fprintf(stderr, "limbs edit: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 	out, err := cl.Edit(ctx, req)
@@ -144,10 +144,10 @@ flags:
 		}
 		return 0
 	case errors.As(err, &re) && (errors.Is(err, wire.ErrBadRequest) || errors.Is(err, wire.ErrConflict) || errors.Is(err, wire.ErrTooLarge)):
-		fmt.Fprintln(stderr, re.Message)
+		fmt.Fprintln(stderr, safe(re.Message))
 		return 1
 	default:
-		fmt.Fprintf(stderr, "limbs edit: %v\n", err)
+		fmt.Fprintf(stderr, "limbs edit: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 }

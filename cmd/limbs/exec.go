@@ -64,12 +64,12 @@ flags:
 	}
 	cl, err := cn.client()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs exec: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs exec: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 	id, err := cn.session(ctx, cl)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs exec: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs exec: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 	sig := make(chan os.Signal, 1)
@@ -78,7 +78,7 @@ flags:
 	e := &execRun{cl: cl, id: id, name: cn.sessionName, sig: sig, out: os.Stdout, stream: !*asJSON}
 	res, err := e.run(ctx, wire.Exec{Command: strings.Join(fs.Args(), " "), Timeout: *timeout})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs exec: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs exec: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
 	if *asJSON {
@@ -145,7 +145,7 @@ func (e *execRun) run(ctx context.Context, req wire.Exec) (wire.Result, error) {
 		}
 		if res.WaitingForInput && !e.notified {
 			e.notified = true
-			fmt.Fprintf(os.Stderr, "\nlimbs exec: the command is waiting for input; answer it with 'limbs shell --session %s' or press Ctrl-C to interrupt it\n", e.name)
+			fmt.Fprintf(os.Stderr, "\nlimbs exec: the command is waiting for input; answer it with 'limbs shell --session %s' or press Ctrl-C to interrupt it\n", safe(e.name))
 		}
 		res, signalled, err = e.call(ctx, func(ctx context.Context) (wire.Result, error) {
 			return e.cl.Wait(ctx, e.id, wire.Wait{YieldAfter: yieldOf(execChunk)})

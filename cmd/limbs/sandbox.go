@@ -73,7 +73,7 @@ func runSandbox(ctx context.Context, args []string) int {
 		}
 		return 2
 	default:
-		fmt.Fprintf(os.Stderr, "limbs sandbox %s: %v\n", args[0], err)
+		fmt.Fprintf(os.Stderr, "limbs sandbox %s: %s\n", args[0], safeErr(err))
 		return 1
 	}
 }
@@ -171,12 +171,12 @@ func sandboxCreate(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 		return err
 	}
 	if sb.Message != "" {
-		fmt.Fprintf(os.Stderr, "warning: %s\n", sb.Message)
+		fmt.Fprintf(os.Stderr, "warning: %s\n", safe(sb.Message))
 	}
 	if *asJSON {
 		return printJSON(sb)
 	}
-	fmt.Println(sb.ID)
+	fmt.Println(safe(sb.ID))
 	return nil
 }
 
@@ -254,7 +254,7 @@ func sandboxList(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []
 		return printJSON(l)
 	case *quiet:
 		for _, sb := range l.Sandboxes {
-			fmt.Println(sb.ID)
+			fmt.Println(safe(sb.ID))
 		}
 		return nil
 	}
@@ -269,8 +269,8 @@ func writeTable(w io.Writer, sbs []wire.Sandbox, now time.Time) error {
 		if reason == "" {
 			reason = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", sb.ID, sb.Name, sb.Provider, sb.Image, sb.Status,
-			age(now.Sub(sb.CreatedAt)), reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", safe(sb.ID), safe(sb.Name), safe(sb.Provider), safe(sb.Image), safe(sb.Status),
+			age(now.Sub(sb.CreatedAt)), safe(reason))
 	}
 	return tw.Flush()
 }
@@ -345,11 +345,11 @@ func eachSandbox(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []
 	var failed []string
 	for _, id := range fs.Args() {
 		if err := f(c, id); err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", id, err)
+			fmt.Fprintf(os.Stderr, "%s: %s\n", safe(id), safeErr(err))
 			failed = append(failed, id)
 			continue
 		}
-		fmt.Println(id)
+		fmt.Println(safe(id))
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("failed for %s", strings.Join(failed, ", "))
@@ -386,20 +386,25 @@ func sandboxEvents(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 		return printJSON(l)
 	}
 	for _, e := range l.Events {
-		line := fmt.Sprintf("%d %s %s", e.Seq, e.Time.Format(time.RFC3339), e.Kind)
+		line := fmt.Sprintf("%d %s %s", e.Seq, e.Time.Format(time.RFC3339), safe(e.Kind))
 		if e.Reason != "" {
-			line += " (" + e.Reason + ")"
+			line += " (" + safe(e.Reason) + ")"
 		}
 		if e.Message != "" {
-			line += ": " + e.Message
+			line += ": " + safe(e.Message)
 		}
 		fmt.Println(line)
 	}
 	return nil
 }
 
+// printJSON prints v indented, with what JSON leaves raw and a terminal
+// would act on (DEL, C1 controls, bidi controls) escaped as \uXXXX.
 func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Println(safeJSON(string(b)))
+	return err
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -70,6 +69,13 @@ func runServe(ctx context.Context, args []string) int {
 	limbsdPath := fs.String("limbsd", "", "static limbsd binary to run in sandboxes (default: limbsd next to this executable, else on PATH)")
 	isolation := fs.String("isolation", local.IsolateAuto, "local provider: auto (bubblewrap when it works), bwrap (required) or none")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var roots rootsFlag
+	fs.Var(&roots, "workspace-root", "host directory inside which host workspaces must be (repeatable; default: any directory but system paths and the state dir)")
+	maxSandboxes := fs.Int("max-sandboxes", 256, "most sandboxes clients may hold (warm pool ones not counted until claimed); 0: no cap")
+	maxConns := fs.Int("max-conns", 1024, "most open client connections (WebSockets included); more are answered 503 and closed; 0: no cap")
+	headerTimeout := fs.Duration("header-timeout", 10*time.Second, "time a client has to send a request's headers")
+	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "time a kept-alive connection may stay idle between requests")
+	bodyTimeout := fs.Duration("body-timeout", control.DefaultBodyTimeout, "time a request body may take to arrive (file and archive uploads excepted)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -86,11 +92,17 @@ func runServe(ctx context.Context, args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *maxSandboxes < 0 || *maxConns < 0 || *headerTimeout <= 0 || *idleTimeout <= 0 || *bodyTimeout <= 0 {
+		fmt.Fprintln(os.Stderr, "limbs serve: --max-sandboxes and --max-conns must be 0 (no cap) or more, the timeouts more than 0")
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, log, serveConfig{
 		listen: *listen, allowRemote: *allowRemote, token: *token, stateDir: *stateDir,
 		provider: *providerName, pool: pool, limbsd: *limbsdPath, isolation: *isolation,
+		workspaceRoots: roots, maxSandboxes: *maxSandboxes, bodyTimeout: *bodyTimeout,
+		http: control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
 		return 1
@@ -102,6 +114,27 @@ type serveConfig struct {
 	listen, token, stateDir, provider, limbsd, isolation string
 	allowRemote                                          bool
 	pool                                                 map[string]int
+	workspaceRoots                                       []string
+	maxSandboxes                                         int
+	bodyTimeout                                          time.Duration
+	http                                                 control.HTTPLimits
+}
+
+// rootsFlag collects repeated --workspace-root DIR, each an existing
+// absolute directory.
+type rootsFlag []string
+
+func (r *rootsFlag) String() string { return strings.Join(*r, ",") }
+
+func (r *rootsFlag) Set(v string) error {
+	if !filepath.IsAbs(v) {
+		return fmt.Errorf("%q: a workspace root is an absolute path, e.g. --workspace-root /srv/limbs", v)
+	}
+	if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%q is not an existing directory; create it first", v)
+	}
+	*r = append(*r, filepath.Clean(v))
+	return nil
 }
 
 func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
@@ -162,19 +195,18 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		DefaultImage:    defaultImage,
 		LimbsdPath:      limbsd,
 		Pool:            cfg.pool,
+		MaxSandboxes:    cfg.maxSandboxes,
+		WorkspaceRoots:  cfg.workspaceRoots,
+		BodyTimeout:     cfg.bodyTimeout,
 		Logger:          log,
 	})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
+	hs := control.NewHTTPServer(srv, cfg.http, log)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(control.LimitListener(ln, cfg.http.MaxConns)) }()
 	fmt.Fprintf(os.Stderr, "limbs serve: listening on %s (default provider %s, state dir %s)\n", cfg.listen, defaultProvider, cfg.stateDir)
 	select {
 	case err := <-errc:

@@ -60,31 +60,31 @@ flags:
 	}
 	cl, err := cn.client()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs shell: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs shell: %s\n", safeErr(err))
 		return 1
 	}
 	id, err := cn.session(ctx, cl)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs shell: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs shell: %s\n", safeErr(err))
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "attached to session %s (press Enter for a prompt); detach with Ctrl-]\n", cn.sessionName)
+	fmt.Fprintf(os.Stderr, "attached to session %s (press Enter for a prompt); detach with Ctrl-]\n", safe(cn.sessionName))
 	state, err := term.MakeRaw(in)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "limbs shell: raw mode: %v\n", err)
+		fmt.Fprintf(os.Stderr, "limbs shell: raw mode: %s\n", safeErr(err))
 		return 1
 	}
 	err = attachTerminal(ctx, cl, id, *from, os.Stdin, os.Stdout, func() (int, int, error) { return term.GetSize(os.Stdout.Fd()) })
 	_ = term.Restore(in, state)
 	switch {
 	case errors.Is(err, errDetached):
-		fmt.Fprintf(os.Stderr, "\ndetached from session %s (it keeps running)\n", cn.sessionName)
+		fmt.Fprintf(os.Stderr, "\ndetached from session %s (it keeps running)\n", safe(cn.sessionName))
 		return 0
 	case err == nil:
-		fmt.Fprintf(os.Stderr, "\nsession %s ended\n", cn.sessionName)
+		fmt.Fprintf(os.Stderr, "\nsession %s ended\n", safe(cn.sessionName))
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "\nlimbs shell: %v\n", err)
+		fmt.Fprintf(os.Stderr, "\nlimbs shell: %s\n", safeErr(err))
 		return 1
 	}
 }

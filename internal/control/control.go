@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/store"
@@ -85,8 +86,18 @@ type Options struct {
 	DefaultImage string
 	// Pool keeps that many sandboxes created and started per image, with
 	// the default provider and default limits.
-	Pool   map[string]int
-	Logger *slog.Logger
+	Pool map[string]int
+	// MaxSandboxes caps the sandboxes clients hold (warm pool ones not
+	// claimed yet do not count: --pool fixes their number); a create past
+	// it is 429 too_many. 0 is no cap.
+	MaxSandboxes int
+	// WorkspaceRoots, when set, are the only host directories under which
+	// a create may name a host workspace (--workspace-root).
+	WorkspaceRoots []string
+	// BodyTimeout is how long a request body (but a file or archive
+	// upload) may take to arrive; default DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // Server serves the Control plane part of the API. It is an http.Handler.
@@ -215,9 +226,16 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// ServeHTTP checks the bearer token and routes the request.
+// ServeHTTP caps the body (guardBody), checks the bearer token and routes
+// the request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.guardBody(w, r) {
+		return
+	}
 	if r.URL.Path != "/v1/health" && !s.authorized(r) {
+		// Nothing of an unauthenticated client is kept: not its body,
+		// not its connection.
+		w.Header().Set("Connection", "close")
 		wire.WriteError(w, fmt.Errorf("missing or wrong bearer token: send Authorization: Bearer TOKEN (the token `limbs serve` printed or wrote to its state dir): %w", wire.ErrUnauthorized))
 		return
 	}

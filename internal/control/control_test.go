@@ -411,7 +411,7 @@ func TestWarmPool(t *testing.T) {
 		{"other image", wire.CreateSandbox{Image: "other"}},
 		{"env", wire.CreateSandbox{Image: "img", Env: map[string]string{"A": "1"}}},
 		{"limits", wire.CreateSandbox{Image: "img", MemoryMB: 64}},
-		{"workspace", wire.CreateSandbox{Image: "img", Workspace: "/tmp"}},
+		{"workspace", wire.CreateSandbox{Image: "img", Workspace: t.TempDir()}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

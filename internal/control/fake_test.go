@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -81,7 +82,14 @@ func (sb *fakeSandbox) serve() error {
 			wire.WriteError(w, fmt.Errorf("fake limbsd: wrong token: %w", wire.ErrUnauthorized))
 			return
 		}
-		wire.WriteJSON(w, http.StatusOK, echo{Path: r.URL.Path, Query: r.URL.RawQuery, Method: r.Method, Sandbox: sb.spec.ID})
+		n, _ := io.Copy(io.Discard, r.Body)
+		if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
+			select { // a long answer (exec with yield_after)
+			case <-time.After(d):
+			case <-r.Context().Done():
+			}
+		}
+		wire.WriteJSON(w, http.StatusOK, echo{Path: r.URL.Path, Query: r.URL.RawQuery, Method: r.Method, Sandbox: sb.spec.ID, Body: n})
 	})
 	sb.srv = &http.Server{Handler: mux}
 	sb.running = true
@@ -96,6 +104,7 @@ type echo struct {
 	Query   string `json:"query"`
 	Method  string `json:"method"`
 	Sandbox string `json:"sandbox"`
+	Body    int64  `json:"body"` // bytes of request body received
 }
 
 func (f *fakeProvider) instance(sb *fakeSandbox) sandbox.Instance {

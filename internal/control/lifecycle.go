@@ -118,6 +118,9 @@ func (s *Server) add(rec store.Record) (*entry, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if rec.Pool == "" {
+		if err := s.checkRoom(); err != nil {
+			return nil, err
+		}
 		if other := s.named(rec.Name); other != nil {
 			return nil, fmt.Errorf("a sandbox named %q exists already (%s); pick another name or remove it: %w", rec.Name, other.ID, wire.ErrConflict)
 		}
@@ -196,6 +199,9 @@ func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
 	}
 	if req.Cpus < 0 || req.MemoryMB < 0 || req.Pids < 0 || req.TmpMB < 0 {
 		return store.Record{}, fmt.Errorf("negative limit in cpus/memory_mb/pids/tmp_mb: use 0 for the provider's default: %w", wire.ErrBadRequest)
+	}
+	if err := s.checkRequest(&req); err != nil {
+		return store.Record{}, err
 	}
 	if req.Image == "" && p.Name() == s.opts.DefaultProvider {
 		req.Image = s.opts.DefaultImage

@@ -53,8 +53,8 @@ func (p *pool) claim(rec store.Record) (store.Record, bool) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	defer p.refill()
-	if s.named(rec.Name) != nil {
-		return store.Record{}, false // let the normal path report the conflict
+	if s.named(rec.Name) != nil || s.checkRoom() != nil {
+		return store.Record{}, false // let the normal path report the conflict or the cap
 	}
 	s.mu.Lock()
 	var e *entry

@@ -109,6 +109,10 @@ func (s *Server) unreachable(w http.ResponseWriter, r *http.Request, e *entry, e
 	if r.Context().Err() != nil {
 		return // the client left; nobody reads the answer
 	}
+	if tl := wire.TooLarge(err); tl != nil {
+		wire.WriteError(w, tl) // a chunked body cut by guardBody
+		return
+	}
 	rec := s.record(e)
 	if rec.Status != wire.SandboxRunning {
 		wire.WriteError(w, notRunning(rec))

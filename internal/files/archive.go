@@ -138,7 +138,36 @@ func (s *Server) servePutArchive(w http.ResponseWriter, r *http.Request) error {
 // as it then is. The CLI uses it too, since a sandbox's archive is no more
 // trusted on the host.
 func ExtractTar(root string, body io.Reader, spoolDir string) error {
-	if err := mkdirAllOwned(root); err != nil {
+	return ExtractTarWith(root, body, spoolDir, ExtractOptions{})
+}
+
+// ExtractOptions change how ExtractTarWith treats an archive.
+type ExtractOptions struct {
+	// Untrusted is for an archive a sandbox made, extracted on the host
+	// (`limbs cp` out of a sandbox): modes keep their permission bits only
+	// (no setuid, setgid or sticky), nothing is chowned (what is written
+	// belongs to the user extracting), and an entry whose path goes
+	// through a symlink, whether the archive made it or it was at the
+	// destination already, refuses the whole archive.
+	Untrusted bool
+	// Skipped, when set, hears of every entry not extracted (device
+	// nodes, fifos) and why.
+	Skipped func(name, why string)
+}
+
+// mkdirAll creates dir and its parents: owned like their parent (limbsd
+// running as root writes for the workspace's owner), or, for an untrusted
+// archive, by the user extracting.
+func (o ExtractOptions) mkdirAll(dir string) error {
+	if o.Untrusted {
+		return os.MkdirAll(dir, 0o755)
+	}
+	return mkdirAllOwned(dir)
+}
+
+// ExtractTarWith is ExtractTar with options.
+func ExtractTarWith(root string, body io.Reader, spoolDir string, opts ExtractOptions) error {
+	if err := opts.mkdirAll(root); err != nil {
 		return err
 	}
 	realRoot, err := filepath.EvalSymlinks(root)
@@ -160,7 +189,7 @@ func ExtractTar(root string, body io.Reader, spoolDir string) error {
 		return fmt.Errorf("reading the archive for %s: %v; the upload was cut, nothing was extracted: %w", root, err, wire.ErrBadRequest)
 	}
 
-	x := &extractor{root: root, realRoot: realRoot, planned: map[string]node{}}
+	x := &extractor{root: root, realRoot: realRoot, planned: map[string]node{}, opts: opts}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
@@ -171,6 +200,13 @@ func ExtractTar(root string, body io.Reader, spoolDir string) error {
 		return err
 	}
 	return x.run(tar.NewReader(spool), false)
+}
+
+// skipWhy says why an entry of that type is not extracted.
+var skipWhy = map[byte]string{
+	tar.TypeChar:  "a character device node; only files, directories and links are extracted",
+	tar.TypeBlock: "a block device node; only files, directories and links are extracted",
+	tar.TypeFifo:  "a fifo; only files, directories and links are extracted",
 }
 
 // node is what a path inside the extraction root is, on disk or as the
@@ -187,6 +223,7 @@ type extractor struct {
 	// resolved relative path; it overlays the disk in the checking pass.
 	planned map[string]node
 	dry     bool
+	opts    ExtractOptions
 }
 
 func (x *extractor) refuse(name, why string) error {
@@ -238,6 +275,9 @@ func (x *extractor) resolveDir(rel string) (string, error) {
 		n := x.lookup(next)
 		switch n.kind {
 		case 'l':
+			if x.opts.Untrusted {
+				return "", fmt.Errorf("through the symlink %s, which is never followed in an archive from a sandbox", next)
+			}
 			hops++
 			if hops > 40 {
 				return "", errors.New("too many levels of symlinks")
@@ -307,8 +347,13 @@ func (x *extractor) run(tr *tar.Reader, dry bool) error {
 		}
 		switch hdr.Typeflag {
 		case tar.TypeReg, tar.TypeDir, tar.TypeSymlink, tar.TypeLink:
+		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			if !dry && x.opts.Skipped != nil {
+				x.opts.Skipped(hdr.Name, skipWhy[hdr.Typeflag])
+			}
+			continue
 		default:
-			continue // fifos, devices, pax globals: nothing to write
+			continue // pax globals, GNU extensions: nothing to write
 		}
 		dir, base, err := x.entryPath(hdr.Name)
 		if err != nil {
@@ -351,7 +396,7 @@ func (x *extractor) run(tr *tar.Reader, dry bool) error {
 // non-empty directory.
 func (x *extractor) write(hdr *tar.Header, tr io.Reader, dir, rel, linkSrc string) error {
 	parent := filepath.Join(x.realRoot, filepath.FromSlash(dir))
-	if err := mkdirAllOwned(parent); err != nil {
+	if err := x.opts.mkdirAll(parent); err != nil {
 		return err
 	}
 	dst := filepath.Join(x.realRoot, filepath.FromSlash(rel))
@@ -360,11 +405,14 @@ func (x *extractor) write(hdr *tar.Header, tr io.Reader, dir, rel, linkSrc strin
 		uid, gid = owner(pi)
 	}
 	chown := func(p string) {
-		if os.Geteuid() == 0 && uid >= 0 {
+		if os.Geteuid() == 0 && uid >= 0 && !x.opts.Untrusted {
 			_ = os.Lchown(p, uid, gid)
 		}
 	}
 	mode := unixMode(uint32(hdr.Mode) & 0o7777)
+	if x.opts.Untrusted {
+		mode = unixMode(uint32(hdr.Mode) & 0o777)
+	}
 	cur, statErr := os.Lstat(dst)
 	exists := statErr == nil
 	if exists && cur.IsDir() && hdr.Typeflag == tar.TypeDir {

@@ -1,6 +1,7 @@
 // Package sandbox holds the domain types shared by the control plane and the
 // providers that create sandboxes (docker, local): what to create, what exists,
-// and what happened to it.
+// and what happened to it, and the rules both apply to what a client asks
+// for (CheckName, WorkspacePolicy).
 //
 // It must never talk to a provider or the network itself: providers implement
 // the control plane's Provider interface with these types.

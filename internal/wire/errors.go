@@ -20,6 +20,9 @@ var (
 	ErrNoCommand    = errors.New("no command is running")
 	ErrTooLarge     = errors.New("too large")
 	ErrUnavailable  = errors.New("unavailable")
+	// ErrTooMany is a limit on how many of something may exist (sandboxes
+	// of a control plane) reached: remove some or raise the limit.
+	ErrTooMany = errors.New("too many")
 )
 
 // Error is the body of every error response.
@@ -53,6 +56,8 @@ func StatusOf(err error) (status int, code string) {
 		return http.StatusRequestEntityTooLarge, "too_large"
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable, "unavailable"
+	case errors.Is(err, ErrTooMany):
+		return http.StatusTooManyRequests, "too_many"
 	default:
 		return http.StatusInternalServerError, "internal"
 	}
@@ -84,9 +89,8 @@ func DecodeJSON(r *http.Request, v any, allowEmpty bool) error {
 		if allowEmpty && errors.Is(err, io.EOF) {
 			return nil
 		}
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fmt.Errorf("request body over %d bytes: %w; send large content through PUT /v1/files", max, ErrTooLarge)
+		if tl := TooLarge(err); tl != nil {
+			return tl
 		}
 		return fmt.Errorf("invalid JSON body: %v; check the request against docs/api.md: %w", err, ErrBadRequest)
 	}
@@ -125,6 +129,8 @@ func ErrorFromBody(status int, body []byte) error {
 		base = ErrTooLarge
 	case "unavailable":
 		base = ErrUnavailable
+	case "too_many":
+		base = ErrTooMany
 	default:
 		return fmt.Errorf("%s (%s)", e.Error.Message, e.Error.Code)
 	}

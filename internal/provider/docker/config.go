@@ -138,7 +138,7 @@ func validate(spec sandbox.Spec) error {
 		}
 	case wsHostDir:
 		if err := checkHostWorkspace(spec.Workspace); err != nil {
-			return bad("%v", err)
+			return fmt.Errorf("sandbox %q: %w", spec.ID, err)
 		}
 	}
 	return nil
@@ -165,14 +165,14 @@ func checkStatic(path string) error {
 }
 
 // checkHostWorkspace refuses host directories that would expose the host:
-// the root, and any directory holding the Docker socket.
+// the system directories of sandbox.SystemPaths (the root among them), and
+// any directory holding the Docker socket. The control plane checks its
+// own policy (state dir, --workspace-root) before; this is the provider's
+// own floor. Errors wrap wire.ErrBadRequest.
 func checkHostWorkspace(dir string) error {
-	real, err := filepath.EvalSymlinks(dir)
+	real, err := sandbox.WorkspacePolicy{}.CheckHostWorkspace(dir)
 	if err != nil {
-		return fmt.Errorf("workspace %s: %v; create the directory first", dir, err)
-	}
-	if real == "/" {
-		return fmt.Errorf("workspace %s is the host's root directory; pass a project directory", dir)
+		return err
 	}
 	for _, s := range dockerSockets {
 		sock := s
@@ -180,7 +180,7 @@ func checkHostWorkspace(dir string) error {
 			sock = r
 		}
 		if rel, err := filepath.Rel(real, sock); err == nil && !strings.HasPrefix(rel, "..") {
-			return fmt.Errorf("workspace %s contains the Docker socket %s, which would give the sandbox the host; pass a directory that does not", dir, s)
+			return fmt.Errorf("workspace %s contains the Docker socket %s, which would give the sandbox the host; pass a directory that does not: %w", dir, s, wire.ErrBadRequest)
 		}
 	}
 	return nil

@@ -191,11 +191,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 	dir := p.dir(spec.ID)
 	workdir := filepath.Join(dir, "workspace")
 	if spec.Workspace != "" {
-		fi, err := os.Stat(spec.Workspace)
-		if !filepath.IsAbs(spec.Workspace) || err != nil || !fi.IsDir() {
-			return sandbox.Instance{}, fmt.Errorf("workspace %q: the local provider takes an existing absolute host directory: %w", spec.Workspace, wire.ErrBadRequest)
+		real, err := sandbox.WorkspacePolicy{Private: p.opts.Hide}.CheckHostWorkspace(spec.Workspace)
+		if err != nil {
+			return sandbox.Instance{}, fmt.Errorf("the local provider takes an existing absolute host directory: %w", err)
 		}
-		workdir = spec.Workspace
+		workdir = real
 	}
 	for _, d := range []string{p.stateDir(spec.ID), workdir, spec.SocketDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -151,6 +151,8 @@ func TestCreateRefusesBadSpecs(t *testing.T) {
 		{"relative limbsd", sandbox.Spec{ID: "sb_a", LimbsdPath: "limbsd"}},
 		{"relative workspace", sandbox.Spec{ID: "sb_b", LimbsdPath: "/bin/true", Workspace: "ws"}},
 		{"workspace is a file", sandbox.Spec{ID: "sb_c", LimbsdPath: "/bin/true", Workspace: file}},
+		{"etc as workspace", sandbox.Spec{ID: "sb_d", LimbsdPath: "/bin/true", Workspace: "/etc"}},
+		{"the host root as workspace", sandbox.Spec{ID: "sb_e", LimbsdPath: "/bin/true", Workspace: "/"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,60 @@
+package control
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// checkRequest applies the rules a create request must follow whatever
+// the provider: a name that is safe to print (it reaches terminals, labels
+// and logs) and a host workspace outside the host's system directories and
+// the control plane's own, inside a --workspace-root when there are some.
+// A host workspace is replaced by the path it resolves to, which is what
+// the provider mounts.
+func (s *Server) checkRequest(req *wire.CreateSandbox) error {
+	if req.Name != "" {
+		if err := sandbox.CheckName(req.Name); err != nil {
+			return err
+		}
+	}
+	if filepath.IsAbs(req.Workspace) {
+		real, err := s.workspacePolicy().CheckHostWorkspace(req.Workspace)
+		if err != nil {
+			return err
+		}
+		req.Workspace = real
+	}
+	return nil
+}
+
+func (s *Server) workspacePolicy() sandbox.WorkspacePolicy {
+	state, err := filepath.Abs(s.opts.StateDir)
+	if err != nil {
+		state = s.opts.StateDir
+	}
+	return sandbox.WorkspacePolicy{Private: []string{state}, Roots: s.opts.WorkspaceRoots}
+}
+
+// checkRoom refuses a new client sandbox once MaxSandboxes exist. Called
+// with s.writeMu held, so that two creates cannot both take the last place.
+func (s *Server) checkRoom() error {
+	if s.opts.MaxSandboxes <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	n := 0
+	for _, e := range s.sandboxes {
+		if e.rec.Pool == "" {
+			n++
+		}
+	}
+	s.mu.Unlock()
+	if n < s.opts.MaxSandboxes {
+		return nil
+	}
+	return fmt.Errorf("this control plane holds %d sandboxes, its limit (limbs serve --max-sandboxes %d): remove some (limbs sandbox ls, limbs sandbox rm ID) or restart limbs serve with a higher --max-sandboxes (0 removes the cap): %w",
+		n, s.opts.MaxSandboxes, wire.ErrTooMany)
+}
