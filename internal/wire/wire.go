@@ -126,6 +126,16 @@ type Result struct {
 	// output begins (offset_start is where the command's output begins;
 	// a running result returns only what is new).
 	ChunkStart int64 `json:"chunk_start"`
+	// Extensions on the command log (docs/api.md "State on disk"):
+	// LogTruncated says the log was cut to its head and tail to keep the
+	// session within its disk bound; LogIncomplete that writing it failed
+	// (a full disk), with LogError saying why. LogMissing is then the
+	// range [from, to) of the output stream the log does not hold: the
+	// file holds offset_start..from, then to..offset_end.
+	LogTruncated  bool    `json:"log_truncated,omitempty"`
+	LogIncomplete bool    `json:"log_incomplete,omitempty"`
+	LogMissing    []int64 `json:"log_missing,omitempty"`
+	LogError      string  `json:"log_error,omitempty"`
 }
 
 // Cursor is a position on the screen, zero-based.
