@@ -23,6 +23,7 @@ import (
 	"github.com/limbs-dev/limbs/internal/control"
 	"github.com/limbs-dev/limbs/internal/provider/docker"
 	"github.com/limbs-dev/limbs/internal/provider/local"
+	"github.com/limbs-dev/limbs/internal/shell"
 )
 
 // localImage is the image name of local sandboxes: they see the host's
@@ -70,6 +71,8 @@ func runServe(ctx context.Context, args []string) int {
 	limbsdPath := fs.String("limbsd", "", "static limbsd binary to run in sandboxes (default: limbsd next to this executable, else on PATH)")
 	isolation := fs.String("isolation", local.IsolateAuto, "local provider: auto (bubblewrap when it works), bwrap (required) or none")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	maxDisk := fs.String("sandbox-max-disk", "", "most command output each sandbox keeps on disk, such as 1GiB (limbsd --max-disk; default: limbsd's, 1GiB); a create's max_disk_mb wins")
+	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -79,6 +82,21 @@ func runServe(ctx context.Context, args []string) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "limbs serve: unexpected arguments %q; run 'limbs serve -h' for the flags\n", fs.Args())
 		return 2
+	}
+	var diskMB [2]int64
+	for i, f := range []struct{ name, v string }{{"sandbox-max-disk", *maxDisk}, {"sandbox-max-session-disk", *maxSessionDisk}} {
+		if f.v == "" {
+			continue
+		}
+		n, err := shell.ParseSize(f.v)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("size %q: give a size such as 256MiB; every sandbox is bounded", f.v)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "limbs serve: --%s: %v\n", f.name, err)
+			return 2
+		}
+		diskMB[i] = (n + 1<<20 - 1) >> 20
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -91,6 +109,7 @@ func runServe(ctx context.Context, args []string) int {
 	if err := serve(ctx, log, serveConfig{
 		listen: *listen, allowRemote: *allowRemote, token: *token, stateDir: *stateDir,
 		provider: *providerName, pool: pool, limbsd: *limbsdPath, isolation: *isolation,
+		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1],
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
 		return 1
@@ -102,6 +121,7 @@ type serveConfig struct {
 	listen, token, stateDir, provider, limbsd, isolation string
 	allowRemote                                          bool
 	pool                                                 map[string]int
+	maxDiskMB, maxSessionDiskMB                          int64 // 0: limbsd's defaults
 }
 
 func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
@@ -163,6 +183,9 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		LimbsdPath:      limbsd,
 		Pool:            cfg.pool,
 		Logger:          log,
+
+		MaxDiskMB:        cfg.maxDiskMB,
+		MaxSessionDiskMB: cfg.maxSessionDiskMB,
 	})
 	if err != nil {
 		return err

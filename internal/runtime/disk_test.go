@@ -164,7 +164,7 @@ func TestLimbsdGigabyteFloodBound(t *testing.T) {
 }
 
 // TestLimbsdDiskFull is defect 7's full disk: the state directory on an
-// 8 MiB tmpfs, no bounds of limbsd's own, 50 MiB of output.
+// 8 MiB tmpfs (well under the default bounds), 50 MiB of output.
 func TestLimbsdDiskFull(t *testing.T) {
 	dir, err := os.MkdirTemp("", "limbsd")
 	if err != nil {
@@ -182,7 +182,7 @@ func TestLimbsdDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Unmount(state, syscall.MNT_DETACH) })
-	d := startDaemonAt(t, dir, "", "--token", testToken, "--max-session-disk", "0", "--max-disk", "0")
+	d := startDaemonAt(t, dir, "", "--token", testToken)
 	c := d.client(t, testToken)
 	sess, err := c.CreateSession(t.Context(), wire.CreateSession{})
 	if err != nil {

@@ -226,6 +226,11 @@ type CreateSandbox struct {
 	User         string `json:"user,omitempty"`
 	ReadOnlyRoot bool   `json:"read_only_root,omitempty"`
 	TmpMB        int64  `json:"tmp_mb,omitempty"`
+	// MaxDiskMB and MaxSessionDiskMB bound the command output limbsd keeps
+	// on disk, for the whole sandbox and per session (limbsd --max-disk,
+	// --max-session-disk); 0: limbs serve's default.
+	MaxDiskMB        int64 `json:"max_disk_mb,omitempty"`
+	MaxSessionDiskMB int64 `json:"max_session_disk_mb,omitempty"`
 }
 
 // Limits are the resource limits a sandbox runs under.
@@ -237,6 +242,9 @@ type Limits struct {
 	TmpMB        int64   `json:"tmp_mb,omitempty"`
 	ReadOnlyRoot bool    `json:"read_only_root"`
 	User         string  `json:"user,omitempty"`
+	// The disk bounds asked for at create (0: the control plane's default).
+	MaxDiskMB        int64 `json:"max_disk_mb,omitempty"`
+	MaxSessionDiskMB int64 `json:"max_session_disk_mb,omitempty"`
 }
 
 // Sandbox describes one sandbox managed by the control plane.
