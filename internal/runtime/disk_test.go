@@ -242,3 +242,87 @@ func startDaemonBin(t *testing.T, bin, dir string, extra ...string) *daemon {
 	})
 	return d
 }
+
+// TestLimbsdDiskBoundAcrossRestart: a limbsd restarted on the state of a
+// cut stream finds the holes again (it must not serve them as zeros) and
+// keeps within the bound.
+func TestLimbsdDiskBoundAcrossRestart(t *testing.T) {
+	d := startDaemon(t, "--token", testToken, "--max-session-disk", "4MiB")
+	c := d.client(t, testToken)
+	sess, err := c.CreateSession(t.Context(), wire.CreateSession{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yield := 0.0
+	r, err := c.Exec(t.Context(), sess.ID, wire.Exec{Command: floodCommand(30), YieldAfter: &yield})
+	if err != nil || !r.LogTruncated {
+		t.Fatalf("flood: %+v, %v", r, err)
+	}
+	d.stop(t)
+	d = startDaemonAt(t, d.dir, "", "--token", testToken, "--max-session-disk", "4MiB")
+	c = d.client(t, testToken)
+	mid := r.OffsetStart + (r.OffsetEnd-r.OffsetStart)/2
+	got, err := readOutput(t, c, sess.ID, mid, mid+4096)
+	if !errors.Is(err, wire.ErrGone) {
+		t.Fatalf("after a restart, GET /output of %d..%d in the cut middle: %d bytes (%q...), err %v; want 410 gone", mid, mid+4096, len(got), got[:min(len(got), 20)], err)
+	}
+	head := int64(4<<20) / 8
+	got, err = readOutput(t, c, sess.ID, r.OffsetStart, r.OffsetStart+head)
+	if err != nil || !bytes.Equal(got, floodBytes(0, head)) {
+		t.Errorf("after a restart, the head: %d bytes, %v", len(got), err)
+	}
+	r, err = c.Exec(t.Context(), sess.ID, wire.Exec{Command: floodCommand(20), YieldAfter: &yield})
+	if err != nil || !r.LogTruncated {
+		t.Fatalf("second flood: %+v, %v", r, err)
+	}
+	if du := diskUsage(t, filepath.Join(d.dir, "state")); du > 4<<20+256<<10 {
+		t.Errorf("after a restart and a second flood the state directory takes %d bytes, over the bound of 4 MiB", du)
+	}
+}
+
+// TestLimbsdDiskBoundPerDaemon: two sessions flooding stay within the
+// daemon's bound together, and many commands within the session's.
+func TestLimbsdDiskBoundPerDaemon(t *testing.T) {
+	d := startDaemon(t, "--token", testToken, "--max-session-disk", "4MiB", "--max-disk", "5MiB")
+	c := d.client(t, testToken)
+	yield := 0.0
+	var ids []string
+	for range 2 {
+		sess, err := c.CreateSession(t.Context(), wire.CreateSession{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sess.ID)
+		if _, err := c.Exec(t.Context(), sess.ID, wire.Exec{Command: floodCommand(20), YieldAfter: &yield}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := filepath.Join(d.dir, "state")
+	if du := diskUsage(t, state); du > 5<<20+256<<10 {
+		t.Errorf("two sessions take %d bytes on disk, over the daemon's bound of 5 MiB", du)
+	}
+	// Many commands of 700 KB each: their logs stay whole, the oldest go.
+	var last wire.Result
+	for range 8 {
+		r, err := c.Exec(t.Context(), ids[0], wire.Exec{Command: "head -c 700K /dev/zero | tr '\\0' 'a' | fold -w 100", YieldAfter: &yield})
+		if err != nil || r.LogTruncated || r.LogIncomplete {
+			t.Fatalf("a 700 KB command: log_truncated %v, log_incomplete %v, log_missing %v, log_error %q, err %v", r.LogTruncated, r.LogIncomplete, r.LogMissing, r.LogError, err)
+		}
+		last = r
+	}
+	if du := diskUsage(t, state); du > 5<<20+256<<10 {
+		t.Errorf("after many commands the state directory takes %d bytes, over the daemon's bound of 5 MiB", du)
+	}
+	testbin.Eventually(t, "the newest log is written", 10*1e9, func() bool {
+		fi, err := os.Stat(last.LogPath)
+		return err == nil && fi.Size() == last.OutputBytes
+	})
+	// The session deleted, its bytes are free for the other one.
+	if err := c.DeleteSession(t.Context(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Exec(t.Context(), ids[1], wire.Exec{Command: floodCommand(20), YieldAfter: &yield})
+	if err != nil || r.LogIncomplete {
+		t.Fatalf("after deleting the other session: log_incomplete %v, log_error %q, err %v", r.LogIncomplete, r.LogError, err)
+	}
+}

@@ -117,9 +117,12 @@ type logAccount struct {
 	pool  *diskPool
 	limit int64 // the logs' share of the session bound; <= 0: none
 	head  int64 // bytes of its start and of its end a command log keeps; <= 0: all
-	mu    sync.Mutex
-	used  int64
-	done  []loggedFile // closed logs, oldest first
+	// free asks the session's stream to free n bytes, the oldest first,
+	// when the daemon's bound is reached.
+	free func(n int64)
+	mu   sync.Mutex
+	used int64
+	done []loggedFile // closed logs, oldest first
 }
 
 type loggedFile struct {
@@ -183,6 +186,9 @@ func (a *logAccount) take(n int64) int64 {
 		}
 		a.used -= old.size
 		a.pool.release(old.size)
+	}
+	if short := a.pool.short(n); short > 0 && a.free != nil {
+		a.free(short)
 	}
 	if a.limit > 0 {
 		n = min(n, max(0, a.limit-a.used))

@@ -371,6 +371,7 @@ func (m *Manager) newSession(ps persisted) (*Session, error) {
 		return nil, err
 	}
 	logs := newLogAccount(m.disk, m.opts.MaxSessionDisk)
+	logs.free = out.free
 	logs.load(dir)
 	env := make([]string, 0, len(m.opts.Env)+len(agentEnv)+len(ps.Env))
 	env = append(env, m.opts.Env...)

@@ -222,6 +222,13 @@ func (s *stream) writeLocked(p []byte, off int64) {
 	}
 }
 
+// free punches at least n bytes out of the file, the oldest first.
+func (s *stream) free(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.punchLocked(n)
+}
+
 // punchLocked frees at least need bytes (punchMin at least) of the file,
 // the oldest first and the kept ranges last, by punching holes.
 func (s *stream) punchLocked(need int64) {
