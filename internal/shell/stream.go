@@ -302,7 +302,8 @@ func subtract(iv span, cut []span) []span {
 	return out
 }
 
-// intersect is the parts of iv inside the ranges of in.
+// intersect is the parts of iv inside the ranges of in (which may
+// overlap: the heads of commands that printed nothing), merged.
 func intersect(iv span, in []span) []span {
 	var out []span
 	for _, c := range in {
@@ -311,7 +312,15 @@ func intersect(iv span, in []span) []span {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].from < out[j].from })
-	return out
+	merged := out[:0]
+	for _, o := range out {
+		if n := len(merged); n > 0 && o.from <= merged[n-1].to {
+			merged[n-1].to = max(merged[n-1].to, o.to)
+		} else {
+			merged = append(merged, o)
+		}
+	}
+	return merged
 }
 
 // addHoleLocked notes that [from, to) is not in the file.
