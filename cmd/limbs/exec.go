@@ -81,6 +81,9 @@ flags:
 		fmt.Fprintf(os.Stderr, "limbs exec: %s\n", safeErr(err))
 		return exitLimbsFailed
 	}
+	if note := logNote(res); note != "" {
+		fmt.Fprintf(os.Stderr, "\nlimbs exec: %s\n", note)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetEscapeHTML(false)
@@ -90,6 +93,22 @@ flags:
 		}
 	}
 	return exitCodeOf(res)
+}
+
+// logNote says what the command's log file misses, or "" when it holds
+// the whole output.
+func logNote(r wire.Result) string {
+	var missing string
+	if len(r.LogMissing) == 2 {
+		missing = fmt.Sprintf("bytes %d..%d of the session's output stream", r.LogMissing[0], r.LogMissing[1])
+	}
+	switch {
+	case r.LogIncomplete:
+		return fmt.Sprintf("the command's log %s is incomplete: it misses %s: %s", r.LogPath, missing, r.LogError)
+	case r.LogTruncated:
+		return fmt.Sprintf("the command's log %s was cut to its head and tail to keep the sandbox's disk bound (limbsd --max-session-disk): it misses %s", r.LogPath, missing)
+	}
+	return ""
 }
 
 // exitCodeOf maps a final result to the CLI's exit code.

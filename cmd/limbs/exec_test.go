@@ -175,3 +175,17 @@ func TestConnectFlags(t *testing.T) {
 		})
 	}
 }
+
+func TestLogNote(t *testing.T) {
+	if n := logNote(wire.Result{LogPath: "/s/c_1.log"}); n != "" {
+		t.Errorf("a whole log got a note: %q", n)
+	}
+	n := logNote(wire.Result{LogPath: "/s/c_1.log", LogTruncated: true, LogMissing: []int64{100, 900}})
+	if !strings.Contains(n, "cut") || !strings.Contains(n, "100..900") {
+		t.Errorf("note of a cut log: %q", n)
+	}
+	n = logNote(wire.Result{LogPath: "/s/c_1.log", LogIncomplete: true, LogMissing: []int64{5, 9}, LogError: "no space left on device"})
+	if !strings.Contains(n, "incomplete") || !strings.Contains(n, "5..9") || !strings.Contains(n, "no space left") {
+		t.Errorf("note of an incomplete log: %q", n)
+	}
+}

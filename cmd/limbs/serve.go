@@ -22,6 +22,7 @@ import (
 	"github.com/limbs-dev/limbs/internal/control"
 	"github.com/limbs-dev/limbs/internal/provider/docker"
 	"github.com/limbs-dev/limbs/internal/provider/local"
+	"github.com/limbs-dev/limbs/internal/shell"
 )
 
 // localImage is the image name of local sandboxes: they see the host's
@@ -76,6 +77,8 @@ func runServe(ctx context.Context, args []string) int {
 	headerTimeout := fs.Duration("header-timeout", 10*time.Second, "time a client has to send a request's headers")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "time a kept-alive connection may stay idle between requests")
 	bodyTimeout := fs.Duration("body-timeout", control.DefaultBodyTimeout, "time a request body may take to arrive (file and archive uploads excepted)")
+	maxDisk := fs.String("sandbox-max-disk", "", "most command output each sandbox keeps on disk, such as 1GiB (limbsd --max-disk; default: limbsd's, 1GiB); a create's max_disk_mb wins")
+	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -85,6 +88,21 @@ func runServe(ctx context.Context, args []string) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "limbs serve: unexpected arguments %q; run 'limbs serve -h' for the flags\n", fs.Args())
 		return 2
+	}
+	var diskMB [2]int64
+	for i, f := range []struct{ name, v string }{{"sandbox-max-disk", *maxDisk}, {"sandbox-max-session-disk", *maxSessionDisk}} {
+		if f.v == "" {
+			continue
+		}
+		n, err := shell.ParseSize(f.v)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("size %q: give a size such as 256MiB; every sandbox is bounded", f.v)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "limbs serve: --%s: %v\n", f.name, err)
+			return 2
+		}
+		diskMB[i] = (n + 1<<20 - 1) >> 20
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -102,7 +120,8 @@ func runServe(ctx context.Context, args []string) int {
 		listen: *listen, allowRemote: *allowRemote, token: *token, stateDir: *stateDir,
 		provider: *providerName, pool: pool, limbsd: *limbsdPath, isolation: *isolation,
 		workspaceRoots: roots, maxSandboxes: *maxSandboxes, bodyTimeout: *bodyTimeout,
-		http: control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},
+		http:      control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},
+		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1],
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
 		return 1
@@ -118,6 +137,7 @@ type serveConfig struct {
 	maxSandboxes                                         int
 	bodyTimeout                                          time.Duration
 	http                                                 control.HTTPLimits
+	maxDiskMB, maxSessionDiskMB                          int64 // 0: limbsd's defaults
 }
 
 // rootsFlag collects repeated --workspace-root DIR, each an existing
@@ -199,6 +219,9 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		WorkspaceRoots:  cfg.workspaceRoots,
 		BodyTimeout:     cfg.bodyTimeout,
 		Logger:          log,
+
+		MaxDiskMB:        cfg.maxDiskMB,
+		MaxSessionDiskMB: cfg.maxSessionDiskMB,
 	})
 	if err != nil {
 		return err

@@ -48,6 +48,9 @@ type config struct {
 	stateDir    string
 	shell       string
 	logLevel    string
+	// Bounds of the output kept on disk (shell.ParseSize; < 0: none).
+	maxSessionDisk int64
+	maxDisk        int64
 }
 
 func main() {
@@ -71,6 +74,8 @@ func run(args []string) int {
 	fs.StringVar(&cfg.shell, "shell", "", "shell of new sessions (default bash when found, else sh)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&version, "version", false, "print the version and exit")
+	maxSessionDisk := fs.String("max-session-disk", "256MiB", "most output one session keeps in --state-dir (its stream and command logs; 0: no bound)")
+	maxDisk := fs.String("max-disk", "1GiB", "most output all sessions together keep in --state-dir (0: no bound)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -84,6 +89,18 @@ func run(args []string) int {
 	if version {
 		fmt.Println("limbsd", wire.Version)
 		return exitOK
+	}
+	for _, f := range []struct {
+		name string
+		v    string
+		to   *int64
+	}{{"max-session-disk", *maxSessionDisk, &cfg.maxSessionDisk}, {"max-disk", *maxDisk, &cfg.maxDisk}} {
+		n, err := shell.ParseSize(f.v)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "limbsd: --%s: %v\n", f.name, err)
+			return exitUsage
+		}
+		*f.to = n
 	}
 	// One scheduler thread unless the operator sets GOMAXPROCS: limbsd
 	// waits on terminals and sockets and does little work per event, and
@@ -153,6 +170,9 @@ func serve(cfg config, log *slog.Logger) error {
 		Workdir:  cfg.workdir,
 		Shell:    cfg.shell,
 		Logger:   log,
+
+		MaxSessionDisk: cfg.maxSessionDisk,
+		MaxDisk:        cfg.maxDisk,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the session manager: %w", err)

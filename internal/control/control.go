@@ -98,6 +98,11 @@ type Options struct {
 	// upload) may take to arrive; default DefaultBodyTimeout.
 	BodyTimeout time.Duration
 	Logger      *slog.Logger
+	// MaxDiskMB and MaxSessionDiskMB are the disk bounds of the output
+	// limbsd keeps (limbsd --max-disk, --max-session-disk) of sandboxes
+	// whose create sets none; 0: limbsd's defaults.
+	MaxDiskMB        int64
+	MaxSessionDiskMB int64
 }
 
 // Server serves the Control plane part of the API. It is an http.Handler.

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,6 +182,9 @@ func (s *Server) specOf(r store.Record) sandbox.Spec {
 		SocketDir:    r.SocketDir,
 		LimbsdPath:   s.opts.LimbsdPath,
 		Token:        r.Token,
+
+		MaxDiskMB:        cmp.Or(r.Limits.MaxDiskMB, s.opts.MaxDiskMB),
+		MaxSessionDiskMB: cmp.Or(r.Limits.MaxSessionDiskMB, s.opts.MaxSessionDiskMB),
 	}
 }
 
@@ -197,8 +201,8 @@ func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
 	default:
 		return store.Record{}, fmt.Errorf("network %q: use \"none\" or \"bridge\": %w", req.Network, wire.ErrBadRequest)
 	}
-	if req.Cpus < 0 || req.MemoryMB < 0 || req.Pids < 0 || req.TmpMB < 0 {
-		return store.Record{}, fmt.Errorf("negative limit in cpus/memory_mb/pids/tmp_mb: use 0 for the provider's default: %w", wire.ErrBadRequest)
+	if req.Cpus < 0 || req.MemoryMB < 0 || req.Pids < 0 || req.TmpMB < 0 || req.MaxDiskMB < 0 || req.MaxSessionDiskMB < 0 {
+		return store.Record{}, fmt.Errorf("negative limit in cpus/memory_mb/pids/tmp_mb/max_disk_mb/max_session_disk_mb: use 0 for the default: %w", wire.ErrBadRequest)
 	}
 	if err := s.checkRequest(&req); err != nil {
 		return store.Record{}, err
@@ -220,6 +224,7 @@ func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
 		Limits: wire.Limits{
 			Cpus: req.Cpus, MemoryMB: req.MemoryMB, Pids: req.Pids, Network: req.Network,
 			TmpMB: req.TmpMB, ReadOnlyRoot: req.ReadOnlyRoot, User: req.User,
+			MaxDiskMB: req.MaxDiskMB, MaxSessionDiskMB: req.MaxSessionDiskMB,
 		},
 		Env:       req.Env,
 		Workspace: req.Workspace,

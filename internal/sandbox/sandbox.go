@@ -7,7 +7,10 @@
 // the control plane's Provider interface with these types.
 package sandbox
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Labels every provider puts on what it creates, so that a restarted control
 // plane can re-adopt its sandboxes and remove only its own orphans.
@@ -32,6 +35,10 @@ type Spec struct {
 	User         string // default "1000:1000"
 	ReadOnlyRoot bool
 	TmpMB        int64
+	// Bounds of the output limbsd keeps on disk (--max-disk,
+	// --max-session-disk), in MiB; 0: limbsd's defaults.
+	MaxDiskMB        int64
+	MaxSessionDiskMB int64
 	// SocketDir is the host directory bind-mounted into the sandbox where
 	// limbsd listens (limbsd.sock) and writes its token (limbsd.token).
 	SocketDir string
@@ -39,6 +46,18 @@ type Spec struct {
 	LimbsdPath string
 	// Token is limbsd's bearer token.
 	Token string
+}
+
+// DiskFlags are the limbsd flags of the spec's disk bounds.
+func (s Spec) DiskFlags() []string {
+	var f []string
+	if s.MaxDiskMB > 0 {
+		f = append(f, "--max-disk", strconv.FormatInt(s.MaxDiskMB, 10)+"MiB")
+	}
+	if s.MaxSessionDiskMB > 0 {
+		f = append(f, "--max-session-disk", strconv.FormatInt(s.MaxSessionDiskMB, 10)+"MiB")
+	}
+	return f
 }
 
 // State of a sandbox as a provider sees it.

@@ -277,37 +277,143 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	// The log file is written from the stream off the command's path
 	// (creating a file on a disk costs a millisecond). It is complete up
 	// to offset_end before a result whose output is not all in `output`
-	// goes out: a running or a truncated one.
-	if (!c.ended || r.Truncated) && r.OffsetStart >= 0 {
+	// goes out: a running or a truncated one; so is the log of an output
+	// large enough to be cut, and every log once a write to the state
+	// directory failed, so that the result can say what the log misses.
+	big := s.logs.head > 0 && to-r.OffsetStart > 2*s.logs.head
+	if (!c.ended || r.Truncated || big || s.out.troubled()) && r.OffsetStart >= 0 {
 		s.writeLog(c, to)
+		s.noteLog(c, &r)
 	}
 	return r
 }
 
-// writeLog brings c's log file up to stream offset upTo.
+// writeLog brings c's log file up to stream offset upTo. A log that would
+// hold more than twice its head (disk.go) keeps the head, and gets the
+// tail of that size when the command ends; a log that cannot be written
+// stays as it is, and its results say from where on it misses bytes.
 func (s *Session) writeLog(c *command, upTo int64) {
 	c.logMu.Lock()
 	defer c.logMu.Unlock()
 	s.mu.Lock()
-	start := c.startOff
+	start, ended, end := c.startOff, c.ended, c.endOff
 	s.mu.Unlock()
-	if start < 0 {
+	if start < 0 || c.logFinal || c.logErr != nil {
 		return
+	}
+	if ended {
+		upTo = end
 	}
 	if c.logf == nil {
 		f, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
+			c.logErr = err
 			s.log.Warn("writing a command log", "command", c.id, "err", err)
 			return
 		}
 		c.logf, c.logged = f, start
 	}
-	if upTo > c.logged {
-		n, err := s.out.copyTo(c.logf, c.logged, upTo)
-		c.logged += n
-		if err != nil {
-			s.log.Warn("writing a command log", "command", c.id, "err", err)
+	head := s.logs.head
+	switch {
+	case head <= 0 || (!c.logCut && upTo-start <= 2*head):
+		s.appendLog(c, upTo)
+	case !c.logCut:
+		s.appendLog(c, start+head)
+		if c.logErr == nil && c.logged > start+head {
+			s.cutLog(c, head)
+			c.logged = start + head
 		}
+		c.logCut = c.logErr == nil
+	}
+	if ended && c.logCut && c.logErr == nil && c.logTail == 0 {
+		tail := max(c.logged, end-head)
+		mark := c.logSize
+		n, err := s.copyLog(c, tail, end)
+		if err == nil && n == end-tail {
+			c.logTail = tail
+		} else {
+			// Half a tail would leave a second gap: the log keeps its head.
+			s.cutLog(c, mark)
+			c.logErr = err
+		}
+	}
+	if c.logErr != nil {
+		s.log.Warn("writing a command log", "command", c.id, "err", c.logErr)
+	}
+	if ended && c.logErr == nil && (c.logTail > 0 || c.logged >= end) {
+		c.logFinal = true
+	}
+}
+
+// appendLog writes the bytes [c.logged, to) to c's log; logMu is held.
+func (s *Session) appendLog(c *command, to int64) {
+	if to <= c.logged {
+		return
+	}
+	n, err := s.copyLog(c, c.logged, to)
+	c.logged += n
+	if err != nil {
+		c.logErr = err
+	}
+}
+
+// errDiskFull says that the sandbox's output bound is reached.
+var errDiskFull = errors.New("the output this sandbox keeps on disk is at its bound (limbsd --max-disk) and this session holds no older output to drop")
+
+// copyLog appends the stream's [from, to) to c's log file within the
+// disk bounds; logMu is held.
+func (s *Session) copyLog(c *command, from, to int64) (int64, error) {
+	want := to - from
+	got := s.logs.take(want)
+	var n int64
+	var err error
+	if got > 0 {
+		n, err = s.out.copyTo(c.logf, from, from+got)
+	}
+	s.logs.release(got - n)
+	c.logSize += n
+	if err == nil && n < want {
+		err = errDiskFull
+	}
+	return n, err
+}
+
+// cutLog shortens c's log file to size bytes; logMu is held.
+func (s *Session) cutLog(c *command, size int64) {
+	if size >= c.logSize {
+		return
+	}
+	if err := c.logf.Truncate(size); err != nil {
+		return
+	}
+	_, _ = c.logf.Seek(size, io.SeekStart)
+	s.logs.release(c.logSize - size)
+	c.logSize = size
+}
+
+// noteLog tells r what c's log misses: the middle of a cut log, and
+// everything from where writing it failed.
+func (s *Session) noteLog(c *command, r *wire.Result) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	switch {
+	case c.logErr != nil:
+		r.LogIncomplete = true
+		r.LogTruncated = c.logCut
+		from := c.logged
+		if c.logf == nil && c.logSize == 0 {
+			from = r.OffsetStart
+		}
+		r.LogMissing = []int64{from, r.OffsetEnd}
+		r.LogError = fmt.Sprintf("the command log misses bytes %d..%d of the output stream (it holds %d..%d): %v; free space in limbsd's --state-dir or delete sessions no longer needed; GET /v1/sessions/%s/output?from=%d&to=%d may still have them",
+			from, r.OffsetEnd, r.OffsetStart, from, c.logErr, s.id, from, r.OffsetEnd)
+	case c.logCut:
+		r.LogTruncated = true
+		to := r.OffsetEnd
+		if c.logTail > 0 {
+			to = c.logTail
+		}
+		r.LogMissing = []int64{c.logged, to}
 	}
 }
 
@@ -316,6 +422,7 @@ func (s *Session) closeLog(c *command) {
 	s.mu.Lock()
 	start, end := c.startOff, c.endOff
 	s.mu.Unlock()
+	defer s.out.unkeep(start)
 	c.logMu.Lock()
 	empty := c.logf == nil && start >= 0 && end == start
 	c.logMu.Unlock()
@@ -327,6 +434,7 @@ func (s *Session) closeLog(c *command) {
 	if c.logf != nil {
 		c.logf.Close()
 		c.logf = nil
+		s.logs.closed(c.logPath, c.logSize)
 	}
 	c.logMu.Unlock()
 }
@@ -371,7 +479,7 @@ func (s *Session) cleanRange(from, to int64, maxOut int) (string, bool) {
 		limit = 1 // max_output 0: only the count
 	}
 	t := screen.NewText(limit)
-	_, _ = io.Copy(t, s.out.reader(from, to))
+	_, _ = io.Copy(t, s.out.skippingReader(from, to))
 	return s.renderText(t, from, to, maxOut)
 }
 

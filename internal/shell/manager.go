@@ -33,6 +33,12 @@ type Options struct {
 	// Env is the base environment of every shell (os.Environ() if nil).
 	Env    []string
 	Logger *slog.Logger
+	// MaxSessionDisk bounds the output one session keeps on disk (its
+	// stream and command logs), MaxDisk that of every session together:
+	// 0 means the default (DefaultMaxSessionDisk, DefaultMaxDisk), < 0 no
+	// bound. See disk.go.
+	MaxSessionDisk int64
+	MaxDisk        int64
 }
 
 // Timing of the stop escalation and of input detection. Variables so that
@@ -65,6 +71,7 @@ type Manager struct {
 	// command files and the shells' environment saves are written there on
 	// every command, and creating files on a disk costs 0.3 ms or more.
 	runDir string
+	disk   *diskPool
 }
 
 var resetSignals sync.Once
@@ -83,6 +90,12 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.Workdir == "" {
 		opts.Workdir, _ = os.Getwd()
 	}
+	if opts.MaxSessionDisk == 0 {
+		opts.MaxSessionDisk = DefaultMaxSessionDisk
+	}
+	if opts.MaxDisk == 0 {
+		opts.MaxDisk = DefaultMaxDisk
+	}
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "sessions"), 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
@@ -98,7 +111,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 			}
 		}
 	})
-	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*Session{}, runDir: makeRunDir(opts.StateDir)}
+	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*Session{}, runDir: makeRunDir(opts.StateDir), disk: &diskPool{limit: opts.MaxDisk}}
 	if err := m.restore(ctx); err != nil {
 		return nil, err
 	}
@@ -348,10 +361,18 @@ func (m *Manager) newSession(ps persisted) (*Session, error) {
 		return nil, fmt.Errorf("session run directory: %w", err)
 	}
 	ps.NextCmd = max(ps.NextCmd, lastCommandNumber(dir))
-	out, err := openStream(filepath.Join(dir, "stream.log"))
+	var streamLimit int64
+	if m.opts.MaxSessionDisk > 0 {
+		streamLimit = m.opts.MaxSessionDisk / streamShare
+	}
+	slog := m.log.With("session", ps.ID)
+	out, err := openStream(filepath.Join(dir, "stream.log"), m.disk, streamLimit, slog)
 	if err != nil {
 		return nil, err
 	}
+	logs := newLogAccount(m.disk, m.opts.MaxSessionDisk)
+	logs.free = out.free
+	logs.load(dir)
 	env := make([]string, 0, len(m.opts.Env)+len(agentEnv)+len(ps.Env))
 	env = append(env, m.opts.Env...)
 	env = append(env, agentEnv...)
@@ -361,7 +382,7 @@ func (m *Manager) newSession(ps persisted) (*Session, error) {
 	s := &Session{
 		m: m, id: ps.ID, name: ps.Name, created: ps.CreatedAt, dir: dir, rdir: rdir,
 		token: randomHex(16), shellPath: ps.Shell, env: dedupEnv(env), reqEnv: ps.Env,
-		log: m.log.With("session", ps.ID), out: out,
+		log: slog, out: out, logs: logs,
 		cols: ps.Cols, rows: ps.Rows, cwd: ps.Cwd, nextCmd: ps.NextCmd, restarts: ps.Restarts,
 		persistC: make(chan struct{}, 1), stopPersist: make(chan struct{}),
 		emu: newEmulator(ps.Cols, ps.Rows), emuOff: out.size(),

@@ -42,6 +42,7 @@ type Session struct {
 	reqEnv    map[string]string
 	log       *slog.Logger
 	out       *stream
+	logs      *logAccount // the disk share of the command logs
 
 	lastOut atomic.Int64 // unix nanoseconds of the newest output
 	lastIn  atomic.Int64 // unix nanoseconds of the newest input
@@ -97,7 +98,7 @@ type command struct {
 	id       string
 	text     string
 	logPath  string
-	logMu    sync.Mutex // guards logf and logged
+	logMu    sync.Mutex // guards logf, logged and the fields of logState
 	logf     *os.File
 	logged   int64 // stream offset up to which the log file is written
 	typedAt  time.Time
@@ -122,6 +123,18 @@ type command struct {
 	stopping string // timeout or interrupted, once a stop began
 	timer    *time.Timer
 	done     chan struct{}
+	logState
+}
+
+// logState is what a command's log file holds (guarded by logMu). When
+// the output outgrows twice the log's head (disk.go), the log keeps the
+// head, and the tail from logTail is added at the end.
+type logState struct {
+	logCut   bool
+	logTail  int64 // stream offset where the tail in the file starts; 0: none yet
+	logSize  int64 // bytes in the file
+	logErr   error // why the log is incomplete
+	logFinal bool  // the log is written to the command's end
 }
 
 // Info describes the session.
@@ -428,6 +441,10 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 			c.startOff = s.out.size()
 			c.returned = c.startOff
 			c.startAt = time.Now()
+			if h := s.logs.head; h > 0 {
+				// The head of its log is cut from the stream last.
+				s.out.keepRange(c.startOff, c.startOff+h)
+			}
 			if c.cleanMax > 0 {
 				c.clean = screen.NewText(c.cleanMax)
 				c.cleanTo = c.startOff
@@ -670,6 +687,12 @@ func (s *Session) Output(from, to int64) (io.Reader, int64, error) {
 	if from < 0 || from > to || to > end {
 		return nil, 0, fmt.Errorf("range %d..%d is outside the output stream, which holds 0..%d: %w", from, to, end, wire.ErrBadRequest)
 	}
+	// A range that is not all kept is refused whole (never a short or
+	// zero-filled answer): the error names the first missing range, so
+	// that the caller can ask for the bytes around it.
+	if sp, bad := s.out.missing(from, to); bad {
+		return nil, 0, fmt.Errorf("session %s: %w", s.id, goneError(sp))
+	}
 	return s.out.reader(from, to), to - from, nil
 }
 
@@ -735,6 +758,8 @@ func (s *Session) close(remove bool) {
 	if remove {
 		_ = os.RemoveAll(s.dir)
 		_ = os.RemoveAll(s.rdir)
+		s.out.dropDisk()
+		s.logs.drop()
 	}
 }
 

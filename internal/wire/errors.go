@@ -23,7 +23,21 @@ var (
 	// ErrTooMany is a limit on how many of something may exist (sandboxes
 	// of a control plane) reached: remove some or raise the limit.
 	ErrTooMany = errors.New("too many")
+	// ErrGone: bytes that existed are no longer kept (cut by a disk
+	// bound, or lost when a write failed). Wrap a *GoneError to name them.
+	ErrGone = errors.New("gone")
 )
+
+// GoneError names the bytes [From, To) of an output stream that are no
+// longer kept. It wraps ErrGone; WriteError puts the range in the error
+// body as "missing".
+type GoneError struct {
+	From, To int64
+	Msg      string
+}
+
+func (e *GoneError) Error() string { return e.Msg }
+func (e *GoneError) Unwrap() error { return ErrGone }
 
 // Error is the body of every error response.
 type Error struct {
@@ -34,6 +48,9 @@ type Error struct {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Missing is an extension of code "gone": the byte range [from, to)
+	// that is no longer kept.
+	Missing []int64 `json:"missing,omitempty"`
 }
 
 // StatusOf maps an error to its HTTP status and wire code. Anything not
@@ -58,6 +75,8 @@ func StatusOf(err error) (status int, code string) {
 		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, ErrTooMany):
 		return http.StatusTooManyRequests, "too_many"
+	case errors.Is(err, ErrGone):
+		return http.StatusGone, "gone"
 	default:
 		return http.StatusInternalServerError, "internal"
 	}
@@ -66,7 +85,11 @@ func StatusOf(err error) (status int, code string) {
 // WriteError writes err as the documented error body.
 func WriteError(w http.ResponseWriter, err error) {
 	status, code := StatusOf(err)
-	WriteJSON(w, status, Error{Error: ErrorBody{Code: code, Message: err.Error()}})
+	body := ErrorBody{Code: code, Message: err.Error()}
+	if g, ok := errors.AsType[*GoneError](err); ok {
+		body.Missing = []int64{g.From, g.To}
+	}
+	WriteJSON(w, status, Error{Error: body})
 }
 
 // WriteJSON writes v with the given status.
@@ -131,16 +154,20 @@ func ErrorFromBody(status int, body []byte) error {
 		base = ErrUnavailable
 	case "too_many":
 		base = ErrTooMany
+	case "gone":
+		base = ErrGone
 	default:
 		return fmt.Errorf("%s (%s)", e.Error.Message, e.Error.Code)
 	}
-	return &RemoteError{Code: e.Error.Code, Message: e.Error.Message, base: base}
+	return &RemoteError{Code: e.Error.Code, Message: e.Error.Message, Missing: e.Error.Missing, base: base}
 }
 
 // RemoteError is an error returned by a limbs server.
 type RemoteError struct {
 	Code    string
 	Message string
+	// Missing is the byte range of a "gone" error.
+	Missing []int64
 	base    error
 }
 

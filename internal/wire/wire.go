@@ -126,6 +126,16 @@ type Result struct {
 	// output begins (offset_start is where the command's output begins;
 	// a running result returns only what is new).
 	ChunkStart int64 `json:"chunk_start"`
+	// Extensions on the command log (docs/api.md "State on disk"):
+	// LogTruncated says the log was cut to its head and tail to keep the
+	// session within its disk bound; LogIncomplete that writing it failed
+	// (a full disk), with LogError saying why. LogMissing is then the
+	// range [from, to) of the output stream the log does not hold: the
+	// file holds offset_start..from, then to..offset_end.
+	LogTruncated  bool    `json:"log_truncated,omitempty"`
+	LogIncomplete bool    `json:"log_incomplete,omitempty"`
+	LogMissing    []int64 `json:"log_missing,omitempty"`
+	LogError      string  `json:"log_error,omitempty"`
 }
 
 // Cursor is a position on the screen, zero-based.
@@ -216,6 +226,11 @@ type CreateSandbox struct {
 	User         string `json:"user,omitempty"`
 	ReadOnlyRoot bool   `json:"read_only_root,omitempty"`
 	TmpMB        int64  `json:"tmp_mb,omitempty"`
+	// MaxDiskMB and MaxSessionDiskMB bound the command output limbsd keeps
+	// on disk, for the whole sandbox and per session (limbsd --max-disk,
+	// --max-session-disk); 0: limbs serve's default.
+	MaxDiskMB        int64 `json:"max_disk_mb,omitempty"`
+	MaxSessionDiskMB int64 `json:"max_session_disk_mb,omitempty"`
 }
 
 // Limits are the resource limits a sandbox runs under.
@@ -227,6 +242,9 @@ type Limits struct {
 	TmpMB        int64   `json:"tmp_mb,omitempty"`
 	ReadOnlyRoot bool    `json:"read_only_root"`
 	User         string  `json:"user,omitempty"`
+	// The disk bounds asked for at create (0: the control plane's default).
+	MaxDiskMB        int64 `json:"max_disk_mb,omitempty"`
+	MaxSessionDiskMB int64 `json:"max_session_disk_mb,omitempty"`
 }
 
 // Sandbox describes one sandbox managed by the control plane.

@@ -277,11 +277,11 @@ func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerC
 			User:       spec.User,
 			Env:        env,
 			Entrypoint: []string{LimbsdPath},
-			Cmd: []string{
+			Cmd: append([]string{
 				"--listen", "unix://" + Socket,
 				"--workdir", Workspace,
 				"--state-dir", StateDir,
-			},
+			}, spec.DiskFlags()...),
 			WorkingDir:  Workspace,
 			Labels:      labels,
 			StopTimeout: &stop,

@@ -229,6 +229,7 @@ func (p *Provider) spawn(m meta) (*proc, error) {
 		"--workdir", m.Workdir,
 		"--state-dir", p.stateDir(m.Spec.ID),
 	}
+	args = append(args, m.Spec.DiskFlags()...)
 	if m.Isolated {
 		if p.bwrap == "" {
 			return nil, fmt.Errorf("sandbox %s was created isolated with bubblewrap, which does not work now (%s); install it again or remove the sandbox: %w", m.Spec.ID, p.why, wire.ErrUnavailable)
