@@ -60,6 +60,8 @@ type Session struct {
 	cur      *command     // the running command
 	last     *command     // the newest finished one
 	seq      int          // commands started, typed by us or by a person
+	inputs   int          // writes of input and attach clients
+	inputsAt int          // inputs when the newest command started
 	deleted  bool         // removed for good
 	closing  bool         // deleted, or the daemon is stopping: no new shell
 	startErr string       // what a shell printed before dying at start-up
@@ -223,13 +225,30 @@ func (s *Session) startLocked() (*proc, error) {
 	if err := writeFile(rcPath, []byte(rc), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the shell's rc file: %w", err)
 	}
-	p, err := spawn(s.shellPath, s.env, cwd, s.cols, s.rows, rcPath)
+	var ends *endChan
+	var endFile *os.File
+	if bash {
+		var err error
+		if ends, endFile, err = newEndChan(); err != nil {
+			return nil, err
+		}
+	}
+	p, err := spawn(s.shellPath, s.env, cwd, s.cols, s.rows, rcPath, endFile)
+	if endFile != nil {
+		endFile.Close() // the shell has its copy
+	}
 	if err != nil {
+		ends.close()
 		return nil, err
 	}
 	p.rc = rcPath
 	s.p = p
 	s.parser = newParser(s.token)
+	if ends != nil {
+		p.ends = ends
+		ends.start(p.pid, s.log)
+		s.parser.verify = ends.take
+	}
 	s.startErr = ""
 	go s.readLoop(p, s.parser)
 	if bash {
@@ -264,6 +283,7 @@ func (s *Session) readLoop(p *proc, ps *parser) {
 	}
 	// EIO once the last process holding the terminal has gone.
 	err = p.cmd.Wait()
+	p.ends.close()
 	status := 0
 	if p.cmd.ProcessState != nil {
 		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -415,11 +435,18 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 	case evStart:
 		c := s.cur
 		if c == nil {
+			if s.inputs == s.inputsAt {
+				// Nothing was typed since the last command started: this
+				// start marker was printed by a process of an earlier
+				// command (it can read the token), not by the shell.
+				return
+			}
 			// A person typed a command on an attached terminal.
 			c = s.newCommandLocked("")
 			s.cur = c
 		}
 		if !c.started {
+			s.inputsAt = s.inputs
 			if c.text != "" {
 				s.out.append(echoOf(c.text))
 				c.echo = nil
@@ -680,6 +707,9 @@ func (s *Session) WriteInput(b []byte) error {
 		return err
 	}
 	s.lastIn.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	s.inputs++
+	s.mu.Unlock()
 	return s.write(p, b)
 }
 
