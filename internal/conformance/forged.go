@@ -63,6 +63,26 @@ def forge(tok, mode):
     for n in range(0, 300):
         say(b"E %d 0 /etc/fake" % n, "E;%d" % n)
     say(b"X 0 /etc/fake", "X;/etc/fake")
+def flood(seconds):
+    socks = []
+    for fd in range(3, 1024):
+        try:
+            if os.readlink("/proc/self/fd/%d" % fd).startswith("socket:"):
+                socks.append(socket.socket(fileno=os.dup(fd)))
+        except OSError:
+            pass
+    end = time.time() + seconds
+    n = 0
+    while time.time() < end and socks:
+        for s in socks:
+            try:
+                s.send(b"junk %d" % n)
+            except OSError:
+                socks.remove(s)
+        n += 1
+if sys.argv[1] == "flood":
+    flood(float(sys.argv[2]))
+    sys.exit(0)
 tok = token()
 sys.stderr.write("forge: token %s\n" % ("found" if tok else "not found"))
 sys.stderr.flush()
@@ -134,6 +154,20 @@ func testForgedMarkers(t *testing.T, c *client.Client) {
 		t.Parallel()
 		id, cwd, dir := setup(t)
 		check(t, id, cwd, run(t, c, id, "python3 "+dir+"/forge.py datagrams; sleep 0.3; echo real-output; (exit 7)"))
+	})
+	t.Run("FloodedChannel", func(t *testing.T) {
+		t.Parallel()
+		id, cwd, dir := setup(t)
+		// A child that floods every socket it inherited, for a while:
+		// the shell's own messages still get through, in time.
+		wantOutput(t, c, id, "python3 "+dir+"/forge.py flood 3 >/dev/null 2>&1 &", "")
+		for i := 1; i <= 5; i++ {
+			r := run(t, c, id, fmt.Sprintf("sleep 0.2; echo out-%d; (exit %d)", i, i))
+			wantExit(t, r, i)
+			if r.Output != fmt.Sprintf("out-%d\n", i) || r.Cwd != cwd {
+				t.Errorf("command %d under a flood: output %q cwd %q", i, r.Output, r.Cwd)
+			}
+		}
 	})
 	t.Run("BackgroundChildWhileIdleAndLater", func(t *testing.T) {
 		t.Parallel()

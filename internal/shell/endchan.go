@@ -7,7 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,14 +50,22 @@ type endMsg struct {
 }
 
 // endChan is limbsd's end of one shell's channel.
+//
+// It is not in the network poller: a goroutine woken by each message
+// would cost every command a thread wake-up (a tenth of a millisecond on
+// a busy virtual machine). The read loop receives when it parses a
+// marker; the shell sent its message before it printed the marker, so
+// the message is already queued. A child that floods the channel with
+// junk fills the socket's buffer and would block the shell's own send:
+// a backstop timer drains it, every drainMin while it finds junk, backing
+// off to drainMax while it finds none.
 type endChan struct {
-	f   *os.File // non-blocking, served by the network poller
-	rc  syscall.RawConn
 	pid int    // the shell: the only sender that counts
 	ino uint64 // inode of the shell's end, to tell whether it still has it
 	log *slog.Logger
 
 	mu      sync.Mutex
+	fd      int // -1 once closed
 	buf     []byte
 	oob     []byte
 	last    endMsg // the newest verified message not yet matched
@@ -65,7 +73,21 @@ type endChan struct {
 	lost    bool  // every writer closed or shut down the shell's end
 	dropped int64 // messages from other pids, or malformed
 	warned  bool
+	timer   *time.Timer
+	every   time.Duration
 }
+
+// The backstop drain's period bounds how long a flood can hold up the
+// shell's send.
+const (
+	drainMin = 20 * time.Millisecond
+	drainMax = time.Second
+)
+
+// maxDrain bounds one drain. The socket's buffer holds a few hundred
+// messages (the sender's SO_SNDBUF, at most net.core.wmem_max), and the
+// shell's message is behind them in order.
+const maxDrain = 1 << 16
 
 // newEndChan makes the socket pair; shell is the end the shell inherits,
 // to close once it is started.
@@ -74,77 +96,74 @@ func newEndChan() (c *endChan, shell *os.File, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("making the end-of-command channel: %w (is the file descriptor limit reached?)", err)
 	}
-	fail := func(err error) (*endChan, *os.File, error) {
+	var st unix.Stat_t
+	err = unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
+	if err == nil {
+		err = unix.Fstat(fds[1], &st)
+	}
+	if err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
 		return nil, nil, fmt.Errorf("setting up the end-of-command channel: %w", err)
 	}
-	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
-		return fail(err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fds[1], &st); err != nil {
-		return fail(err)
-	}
-	if err := unix.SetNonblock(fds[0], true); err != nil {
-		return fail(err)
-	}
 	c = &endChan{
-		f:   os.NewFile(uintptr(fds[0]), "end-channel"),
+		fd:  fds[0],
 		ino: st.Ino,
 		buf: make([]byte, maxEndMsg+1),
 		oob: make([]byte, unix.CmsgSpace(unix.SizeofUcred)*4),
 	}
-	if c.rc, err = c.f.SyscallConn(); err != nil {
-		c.f.Close()
-		unix.Close(fds[1])
-		return nil, nil, fmt.Errorf("setting up the end-of-command channel: %w", err)
-	}
-	return c, os.NewFile(uintptr(fds[1]), "end-channel-shell"), nil
+	return c, os.NewFile(uintptr(fds[1]), "end-channel"), nil
 }
 
-// start begins draining the channel for the shell pid: a child that
-// floods it must never block the shell's own send for long.
+// start accepts messages from the shell pid only, and starts the backstop
+// drain.
 func (c *endChan) start(pid int, log *slog.Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.pid, c.log = pid, log
-	go c.drainLoop()
+	c.every = drainMin
+	c.timer = time.AfterFunc(c.every, c.backstop)
 }
 
-func (c *endChan) drainLoop() {
-	for {
-		done := false
-		err := c.rc.Read(func(fd uintptr) bool {
-			c.mu.Lock()
-			done = c.drainLocked(int(fd))
-			c.mu.Unlock()
-			return done
-		})
-		if err != nil || done {
-			return
-		}
+func (c *endChan) backstop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return
 	}
+	before := c.dropped
+	c.drainLocked(maxDrain, nil)
+	if c.lost {
+		return
+	}
+	if c.dropped != before {
+		c.every = drainMin
+	} else {
+		c.every = min(2*c.every, drainMax)
+	}
+	c.timer.Reset(c.every)
 }
 
-// drainLocked receives every queued message; true means the channel is
-// finished (closed by every writer, or an error).
-func (c *endChan) drainLocked(fd int) bool {
-	for {
-		n, oobn, flags, _, err := unix.Recvmsg(fd, c.buf, c.oob, unix.MSG_DONTWAIT)
+// drainLocked receives up to limit queued messages, or until one of the
+// shell's matches want.
+func (c *endChan) drainLocked(limit int, want func(endMsg) bool) {
+	for i := 0; i < limit && c.fd >= 0 && !c.lost; i++ {
+		n, oobn, flags, _, err := unix.Recvmsg(c.fd, c.buf, c.oob, unix.MSG_DONTWAIT)
 		switch err {
 		case nil:
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			return false
+			return
 		default:
 			c.lost = true
-			return true
+			return
 		}
 		if n == 0 && oobn == 0 {
 			// End of file: every copy of the shell's end is closed, or
 			// one was shut down. (An empty message still has credentials.)
 			c.lost = true
-			return true
+			return
 		}
 		pid := credPid(c.oob[:oobn])
 		if pid != c.pid || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
@@ -157,6 +176,9 @@ func (c *endChan) drainLocked(fd int) bool {
 			continue
 		}
 		c.last, c.have = m, true
+		if want != nil && want(m) {
+			return
+		}
 	}
 }
 
@@ -229,16 +251,15 @@ func isDigits(b []byte) bool {
 // take matches a terminal marker of the given kind and SEQ with the
 // shell's message: it reports the verified event, or false when the shell
 // sent no such message (the marker is then output). It runs on the read
-// loop: the shell sent its message before it printed the marker, so the
-// message is queued or already drained; one system call, no wait.
+// loop, without waiting: one system call when nothing else is queued.
 func (c *endChan) take(kind byte, seq []byte) (event, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.lost {
-		// At the end of file the drain loop stops by itself.
-		_ = c.rc.Control(func(fd uintptr) { c.drainLocked(int(fd)) })
+	match := func(m endMsg) bool { return m.kind == kind && m.seq == string(seq) }
+	if !c.have || !match(c.last) {
+		c.drainLocked(maxDrain, match)
 	}
-	if !c.have || c.last.kind != kind || c.last.seq != string(seq) {
+	if !c.have || !match(c.last) {
 		c.noteUnverifiedLocked()
 		return event{}, false
 	}
@@ -269,10 +290,19 @@ func (c *endChan) shellHolds() bool {
 	return st.Ino == c.ino && st.Mode&unix.S_IFMT == unix.S_IFSOCK
 }
 
-// close releases limbsd's end; the drain loop then returns.
+// close releases limbsd's end.
 func (c *endChan) close() {
-	if c != nil {
-		c.f.Close()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
 	}
 }
 

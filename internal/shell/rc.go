@@ -83,8 +83,8 @@ __limbs_prompt() {
 	((++__LIMBS_N))
 	# The message first, from this very process (limbsd checks its pid),
 	# then the marker that says where the output ends.
-	printf 'E %s %s %s' "$__LIMBS_N" "$s" "$p" >&@FD@ 2>/dev/null ||
-		printf '\nlimbs: this shell closed descriptor @FD@, which limbs needs to see a command end; restart the session\n' >&2
+	printf 'E %s %s %s' "$__LIMBS_N" "$s" "$p" >&@FD@ ||
+		printf 'limbs: this shell closed descriptor @FD@, which limbs needs to see a command end; restart the session\n' >&2
 	printf '\e]633;limbs;%s;E;%s\a' "$__LIMBS_T" "$__LIMBS_N"
 	# Saved after the end marker, off the result's path (export -p writes
 	# a line per system call); the shell reads the next command only once
