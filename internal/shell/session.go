@@ -3,7 +3,8 @@
 // and ends, with its exit status and working directory.
 //
 // It must never guess a command boundary from timing or text: boundaries
-// come only from marker sequences carrying the session's secret token, and
+// come only from marker sequences carrying the session's secret token,
+// bash's ends proven on its end-of-command channel (endchan.go), and
 // nothing on the hot path polls or sleeps.
 package shell
 
@@ -61,7 +62,7 @@ type Session struct {
 	last     *command     // the newest finished one
 	seq      int          // commands started, typed by us or by a person
 	inputs   int          // writes of input and attach clients
-	inputsAt int          // inputs when the newest command started
+	inputsAt int          // inputs at the newest command start or end
 	deleted  bool         // removed for good
 	closing  bool         // deleted, or the daemon is stopping: no new shell
 	startErr string       // what a shell printed before dying at start-up
@@ -478,6 +479,9 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 		if !ready {
 			return
 		}
+		// What was typed into this command was for it: only input after
+		// this prompt can start the next one.
+		s.inputsAt = s.inputs
 		if c := s.cur; c != nil {
 			if !c.started {
 				c.started = true
