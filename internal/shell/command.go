@@ -543,6 +543,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 	c := s.cur
 	seq := s.seq
 	before := s.out.size()
+	s.inputs++
 	s.mu.Unlock()
 	if err != nil {
 		return wire.Result{}, err

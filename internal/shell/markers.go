@@ -13,8 +13,17 @@ import (
 //	ESC ] 633 ; limbs ; TOKEN ; E ; STATUS ; CWD BEL  a prompt: the last command ended
 //	ESC ] 633 ; limbs ; TOKEN ; X ; CWD BEL         the shell exits (EXIT trap), in CWD
 //
-// A sequence with another token is output like any other (a program that
-// prints a marker cannot end a command). Markers never reach the stream.
+// A bash shell proves its end and exit markers on its end-of-command
+// channel (endchan.go), and prints E and X with the SEQ of that message
+// instead of the status and cwd, which come from the message:
+//
+//	ESC ] 633 ; limbs ; TOKEN ; E ; SEQ BEL
+//	ESC ] 633 ; limbs ; TOKEN ; X ; SEQ BEL
+//
+// A sequence with another token, or an E or X that the parser's verify
+// rejects, is output like any other (the token is no secret from the
+// command's own processes, which can read the shell's memory). Markers
+// never reach the stream.
 const markerPrefix = "\x1b]633;limbs;"
 
 // maxMarker bounds a marker's length; longer sequences are output.
@@ -40,6 +49,9 @@ type event struct {
 type parser struct {
 	token   string
 	pending []byte
+	// verify, when set, proves an E or X marker with the given SEQ; an
+	// unproven one is output.
+	verify func(kind byte, seq []byte) (event, bool)
 
 	appCursor bool // DECCKM: ESC[?1h
 	paste     bool // bracketed paste: ESC[?2004h
@@ -117,13 +129,17 @@ func (p *parser) feed(chunk []byte) (data []byte, events []event) {
 	return out, events
 }
 
-// parseBody reads TOKEN;S or TOKEN;E;STATUS;CWD.
+// parseBody reads TOKEN;S, TOKEN;E;STATUS;CWD, TOKEN;X;CWD, or with
+// verify TOKEN;E;SEQ and TOKEN;X;SEQ.
 func (p *parser) parseBody(body []byte) (event, bool) {
 	tok, rest, ok := bytes.Cut(body, []byte{';'})
 	if !ok || string(tok) != p.token {
 		return event{}, false
 	}
 	kind, rest, _ := bytes.Cut(rest, []byte{';'})
+	if p.verify != nil && (string(kind) == "E" || string(kind) == "X") {
+		return p.verify(kind[0], rest)
+	}
 	switch string(kind) {
 	case "S":
 		return event{kind: evStart}, true

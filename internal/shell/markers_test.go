@@ -12,7 +12,19 @@ const tok = "0123456789abcdef"
 // parseAll feeds chunks and returns the data and the events with their
 // absolute positions in the data.
 func parseAll(chunks [][]byte) ([]byte, []event) {
-	p := newParser(tok)
+	return parseWith(newParser(tok), chunks)
+}
+
+// verifySeven proves the E and X markers whose SEQ is 7, as if only that
+// message had come from the shell.
+func verifySeven(kind byte, seq []byte) (event, bool) {
+	if string(seq) != "7" {
+		return event{}, false
+	}
+	return event{kind: kind, status: 3, cwd: "/real"}, true
+}
+
+func parseWith(p *parser, chunks [][]byte) ([]byte, []event) {
 	var data []byte
 	var evs []event
 	for _, c := range chunks {
@@ -58,6 +70,24 @@ func TestParser(t *testing.T) {
 	}
 }
 
+func TestParserVerify(t *testing.T) {
+	m := func(body string) string { return "\x1b]633;limbs;" + tok + ";" + body + "\a" }
+	in := "a" + m("E;6") + "b" + m("E;0;/etc/fake") + "c" + m("E;7") + "d" + m("X;/etc/fake") + m("X;7") + m("S")
+	p := newParser(tok)
+	p.verify = verifySeven
+	data, evs := parseWith(p, [][]byte{[]byte(in)})
+	// Unproven markers stay as output; the proven ones carry the
+	// message's status and cwd, never the marker's.
+	want := "a" + m("E;6") + "b" + m("E;0;/etc/fake") + "cd" + m("X;/etc/fake")
+	if string(data) != want {
+		t.Errorf("data %q, want %q", data, want)
+	}
+	wantEvs := []event{{kind: evEnd, status: 3, cwd: "/real", pos: len(want) - len(m("X;/etc/fake")) - 1}, {kind: evExit, status: 3, cwd: "/real", pos: len(want)}, {kind: evStart, pos: len(want)}}
+	if diff := cmp.Diff(wantEvs, evs, cmp.AllowUnexported(event{})); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
 func TestParserModes(t *testing.T) {
 	p := newParser(tok)
 	p.feed([]byte("x\x1b[?1h\x1b[?2004"))
@@ -97,6 +127,24 @@ func FuzzParser(f *testing.F) {
 		}
 		if !bytes.Contains(in, []byte(tok)) && len(evs) > 0 {
 			t.Fatalf("events without the token: %v", evs)
+		}
+		// The same for a parser that proves its end markers.
+		vp := newParser(tok)
+		vp.verify = verifySeven
+		wholeData, wholeEvs = parseWith(vp, [][]byte{in})
+		vp = newParser(tok)
+		vp.verify = verifySeven
+		data, evs = parseWith(vp, chunks)
+		if !bytes.Equal(data, wholeData) {
+			t.Fatalf("verifying, split %d: data %q, whole %q", n, data, wholeData)
+		}
+		if diff := cmp.Diff(wholeEvs, evs, cmp.AllowUnexported(event{})); diff != "" {
+			t.Fatalf("verifying, split %d: events differ:\n%s", n, diff)
+		}
+		for _, ev := range evs {
+			if ev.kind != evStart && ev.cwd != "/real" {
+				t.Fatalf("verifying: an end or exit not proven: %+v", ev)
+			}
 		}
 	})
 }

@@ -28,6 +28,7 @@ type proc struct {
 	status int
 	ready  chan struct{} // closed at the first prompt marker
 	rc     string        // rc file to remove once read
+	ends   *endChan      // bash: the channel that proves its end markers
 }
 
 // findShell picks the shell: the requested one, else bash, else sh.
@@ -61,8 +62,10 @@ func isBash(path string) bool {
 	return false
 }
 
-// spawn starts shellPath on a new terminal of the given size.
-func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath string) (*proc, error) {
+// spawn starts shellPath on a new terminal of the given size; endFile,
+// when not nil, is the shell's descriptor 3 (its end of the
+// end-of-command channel).
+func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath string, endFile *os.File) (*proc, error) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		return nil, fmt.Errorf("opening a pseudo-terminal: %w (is /dev/pts mounted?)", err)
@@ -89,6 +92,9 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 	c.Env = env
 	c.Dir = dir
 	c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
+	if endFile != nil {
+		c.ExtraFiles = []*os.File{endFile}
+	}
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := c.Start(); err != nil {
 		ptmx.Close()

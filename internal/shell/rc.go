@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -35,12 +36,15 @@ func shq(s string) string {
 // bashRC is sourced by a fresh `bash --norc --noprofile -i` as its first
 // line, so that no system or user rc file can change how the session
 // behaves. It installs the markers: PS0 prints the start marker after a
-// line is read and before it runs; the PROMPT_COMMAND function prints the
-// end marker with the status and cwd, after saving the exported
-// environment for a replacement shell; the EXIT trap saves both when the
-// shell exits in the middle of a command (X).
+// line is read and before it runs; the PROMPT_COMMAND function sends the
+// status and cwd on the end-of-command channel (endchan.go) and then
+// prints the end marker with that message's sequence number, before
+// saving the exported environment for a replacement shell; the EXIT trap
+// saves it and sends the cwd (X) when the shell exits in the middle of a
+// command. The channel arrives as descriptor 3 and moves to endFD.
 func bashRC(token, dir, rdir, cwd, envFile string) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "exec %d>&3 3>&-\n__LIMBS_N=0\n", endFD)
 	fmt.Fprintf(&b, "__LIMBS_T=%s\n__LIMBS_D=%s\n__LIMBS_R=%s\n__LIMBS_ENV_END=%s\nreadonly __LIMBS_T __LIMBS_D __LIMBS_R __LIMBS_ENV_END\n", shq(token), shq(dir), shq(rdir), shq(envEnd))
 	// The command file, as the shortest word that can be typed.
 	fmt.Fprintf(&b, "__L=%s\nreadonly __L\n", shq(filepath.Join(rdir, "cmd")))
@@ -75,7 +79,13 @@ PS0=$'\e]633;limbs;'"$__LIMBS_T"$';S\a'
 __limbs_prompt() {
 	local s=$? p=$PWD
 	case $p in *[$'\a\e\n']*) p= ;; esac
-	printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$s" "$p"
+	(( ${#p} > 1000 )) && p=
+	((++__LIMBS_N))
+	# The message first, from this very process (limbsd checks its pid),
+	# then the marker that says where the output ends.
+	printf 'E %s %s %s' "$__LIMBS_N" "$s" "$p" >&@FD@ ||
+		printf 'limbs: this shell closed descriptor @FD@, which limbs needs to see a command end; restart the session\n' >&2
+	printf '\e]633;limbs;%s;E;%s\a' "$__LIMBS_T" "$__LIMBS_N"
 	# Saved after the end marker, off the result's path (export -p writes
 	# a line per system call); the shell reads the next command only once
 	# this is done, so no command of this shell can outrun the save.
@@ -84,13 +94,15 @@ __limbs_prompt() {
 __limbs_exit() {
 	local p=$PWD
 	case $p in *[$'\a\e\n']*) p= ;; esac
+	(( ${#p} > 1000 )) && p=
 	{ export -p; echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
-	printf '\e]633;limbs;%s;X;%s\a' "$__LIMBS_T" "$p"
+	printf 'X %s %s' "$__LIMBS_N" "$p" >&@FD@ 2>/dev/null
+	printf '\e]633;limbs;%s;X;%s\a' "$__LIMBS_T" "$__LIMBS_N"
 }
 PROMPT_COMMAND=__limbs_prompt
 trap __limbs_exit EXIT
 `)
-	return b.String()
+	return strings.ReplaceAll(b.String(), "@FD@", strconv.Itoa(endFD))
 }
 
 // shRC is the ENV file of an interactive POSIX sh (dash, busybox ash) when

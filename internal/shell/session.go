@@ -3,7 +3,8 @@
 // and ends, with its exit status and working directory.
 //
 // It must never guess a command boundary from timing or text: boundaries
-// come only from marker sequences carrying the session's secret token, and
+// come only from marker sequences carrying the session's secret token,
+// bash's ends proven on its end-of-command channel (endchan.go), and
 // nothing on the hot path polls or sleeps.
 package shell
 
@@ -61,6 +62,8 @@ type Session struct {
 	cur      *command     // the running command
 	last     *command     // the newest finished one
 	seq      int          // commands started, typed by us or by a person
+	inputs   int          // writes of input and attach clients
+	inputsAt int          // inputs at the newest command start or end
 	deleted  bool         // removed for good
 	closing  bool         // deleted, or the daemon is stopping: no new shell
 	startErr string       // what a shell printed before dying at start-up
@@ -236,13 +239,30 @@ func (s *Session) startLocked() (*proc, error) {
 	if err := writeFile(rcPath, []byte(rc), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the shell's rc file: %w", err)
 	}
-	p, err := spawn(s.shellPath, s.env, cwd, s.cols, s.rows, rcPath)
+	var ends *endChan
+	var endFile *os.File
+	if bash {
+		var err error
+		if ends, endFile, err = newEndChan(); err != nil {
+			return nil, err
+		}
+	}
+	p, err := spawn(s.shellPath, s.env, cwd, s.cols, s.rows, rcPath, endFile)
+	if endFile != nil {
+		endFile.Close() // the shell has its copy
+	}
 	if err != nil {
+		ends.close()
 		return nil, err
 	}
 	p.rc = rcPath
 	s.p = p
 	s.parser = newParser(s.token)
+	if ends != nil {
+		p.ends = ends
+		ends.start(p.pid, s.log)
+		s.parser.verify = ends.take
+	}
 	s.startErr = ""
 	go s.readLoop(p, s.parser)
 	if bash {
@@ -277,6 +297,7 @@ func (s *Session) readLoop(p *proc, ps *parser) {
 	}
 	// EIO once the last process holding the terminal has gone.
 	err = p.cmd.Wait()
+	p.ends.close()
 	status := 0
 	if p.cmd.ProcessState != nil {
 		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -428,11 +449,18 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 	case evStart:
 		c := s.cur
 		if c == nil {
+			if s.inputs == s.inputsAt {
+				// Nothing was typed since the last command started: this
+				// start marker was printed by a process of an earlier
+				// command (it can read the token), not by the shell.
+				return
+			}
 			// A person typed a command on an attached terminal.
 			c = s.newCommandLocked("")
 			s.cur = c
 		}
 		if !c.started {
+			s.inputsAt = s.inputs
 			if c.text != "" {
 				s.out.append(echoOf(c.text))
 				c.echo = nil
@@ -468,6 +496,9 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 		if !ready {
 			return
 		}
+		// What was typed into this command was for it: only input after
+		// this prompt can start the next one.
+		s.inputsAt = s.inputs
 		if c := s.cur; c != nil {
 			if !c.started {
 				c.started = true
@@ -703,6 +734,9 @@ func (s *Session) WriteInput(b []byte) error {
 		return err
 	}
 	s.lastIn.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	s.inputs++
+	s.mu.Unlock()
 	return s.write(p, b)
 }
 
