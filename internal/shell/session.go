@@ -187,7 +187,9 @@ func (s *Session) shell(ctx context.Context) (*proc, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("the shell %s exited while starting (status %d); it printed: %q; check that the image has a working shell, or pass another one in \"shell\": %w", s.shellPath, p.status, msg, wire.ErrUnavailable)
 	case <-t.C:
-		p.killTree()
+		if err := p.killTree(); err != nil {
+			s.log.Warn("ending a shell that showed no prompt", "err", err)
+		}
 		return nil, fmt.Errorf("the shell %s did not show a prompt within %s; check that it is an interactive POSIX shell: %w", s.shellPath, readyWait, wire.ErrUnavailable)
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -227,6 +229,7 @@ func (s *Session) startLocked() (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.startReaper()
 	p.rc = rcPath
 	s.p = p
 	s.parser = newParser(s.token)
@@ -262,19 +265,20 @@ func (s *Session) readLoop(p *proc, ps *parser) {
 			goruntime.Gosched()
 		}
 	}
-	// EIO once the last process holding the terminal has gone.
-	err = p.cmd.Wait()
-	status := 0
-	if p.cmd.ProcessState != nil {
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			status = 128 + int(ws.Signal())
-		} else {
-			status = p.cmd.ProcessState.ExitCode()
+	// EIO once the last process holding the terminal has gone, or the
+	// master was closed by killTree.
+	close(p.readEnded)
+	t := time.NewTimer(hangupWait)
+	select {
+	case <-p.exited:
+	case <-t.C:
+		// The shell lives on without its terminal.
+		if err := p.killTree(); err != nil {
+			s.log.Warn("ending a shell that closed its terminal", "err", err)
 		}
-	} else if err != nil {
-		status = 255
+		<-p.exited
 	}
-	p.status = status
+	t.Stop()
 	s.onExit(p)
 }
 
@@ -511,12 +515,12 @@ func (s *Session) finishLocked(c *command, code int, shellEnd bool) {
 
 func (s *Session) onExit(p *proc) {
 	s.mu.Lock()
+	p.closePTY()
 	if s.p != p {
 		s.mu.Unlock()
 		close(p.done)
 		return
 	}
-	p.ptmx.Close()
 	s.p = nil
 	s.envSavedLocked()
 	wasReady := isClosed(p.ready)
@@ -567,9 +571,10 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	s.mu.Lock()
 	p := s.p
 	s.mu.Unlock()
+	var killErr error
 	if p != nil {
 		s.awaitEnvSave(p)
-		p.killTree()
+		killErr = p.killTree()
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
@@ -578,6 +583,9 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	s.startMu.Unlock()
 	if _, err := s.shell(ctx); err != nil {
 		return wire.Session{}, err
+	}
+	if killErr != nil {
+		return wire.Session{}, fmt.Errorf("session %q has a new shell, but %v: %w", s.id, killErr, wire.ErrUnavailable)
 	}
 	return s.Info(), nil
 }
@@ -711,7 +719,9 @@ func (s *Session) close(remove bool) {
 		if !remove {
 			s.awaitEnvSave(p)
 		}
-		p.killTree()
+		if err := p.killTree(); err != nil {
+			s.log.Warn("ending the session's processes", "err", err)
+		}
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
