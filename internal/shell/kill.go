@@ -269,10 +269,8 @@ func (g *procGroup) stop(deadline time.Time) bool {
 			if !halted(m.state) {
 				moving++
 			}
-			// Zombies too: a thread group leader that exited shows Z
-			// while its other threads may still run.
-			_ = unix.Kill(m.pid, unix.SIGSTOP)
 		}
+		signalAll(ms, unix.SIGSTOP)
 		if moving == 0 {
 			if confirm {
 				return true
@@ -301,8 +299,8 @@ func (g *procGroup) kill(deadline time.Time) []procStat {
 			if m.state != 'Z' && m.state != 'X' && m.state != 'x' {
 				live = append(live, m)
 			}
-			_ = unix.Kill(m.pid, unix.SIGKILL)
 		}
+		signalAll(ms, unix.SIGKILL)
 		if len(live) == 0 {
 			if confirm {
 				return nil
@@ -317,6 +315,27 @@ func (g *procGroup) kill(deadline time.Time) []procStat {
 		pause(round)
 	}
 	return live
+}
+
+// signalAll sends sig to the process groups of the members, then to each
+// member. A group signal reaches every process of the group at once,
+// children being forked included: a process that forks and exits at once
+// (its pid gone before a list of pids can be used) cannot outrun it. Only
+// groups that a member of this scan belongs to are signalled: while a
+// process uses a group id the kernel does not give it to another group.
+// Zombies too: a thread group leader that exited shows Z while its other
+// threads may still run.
+func signalAll(ms []procStat, sig unix.Signal) {
+	groups := map[int]bool{}
+	for _, m := range ms {
+		if m.pgrp > 1 && !groups[m.pgrp] {
+			groups[m.pgrp] = true
+			_ = unix.Kill(-m.pgrp, sig)
+		}
+	}
+	for _, m := range ms {
+		_ = unix.Kill(m.pid, sig)
+	}
 }
 
 // describe names at most ten processes with their state.
