@@ -52,9 +52,10 @@ import (
 // Wait, so the shell is reaped as soon as it dies even while a process it
 // left behind keeps the terminal open; killTree runs in the caller's
 // goroutine, one at a time (killMu). The master is closed exactly once
-// (closePTY): by the read loop's end (Session.onExit), or by killTree when
+// (closePTY): by the read loop's end (Session.onExit), by killTree when
 // every member is dead and the terminal still does not hang up (a holder
-// it could not find), which ends the read loop.
+// it could not find), or by the waiter when the shell died and a process
+// it left behind keeps the terminal open; the last two end the read loop.
 
 // reaper is the part of a proc that ends and reaps it.
 type reaper struct {
@@ -96,6 +97,17 @@ func (p *proc) wait() {
 	}
 	p.status = status
 	close(p.exited)
+	// A process the shell left behind (a background job) may hold the
+	// terminal open, and the read loop waiting, for as long as it runs:
+	// the terminal of a dead shell is hung up, so that the session gets a
+	// new shell and the master is not kept open.
+	t := time.NewTimer(hangupWait)
+	defer t.Stop()
+	select {
+	case <-p.readEnded:
+	case <-t.C:
+		p.closePTY()
+	}
 }
 
 // closePTY closes the terminal master, once; the read loop then ends.
