@@ -5,6 +5,11 @@
 // It must never guess a command boundary from timing or text: boundaries
 // come only from marker sequences carrying the session's secret token, and
 // nothing on the hot path polls or sleeps.
+//
+// Every end of a shell (restart, delete, the daemon's shutdown) goes
+// through one mechanism that stops all of the session's processes before
+// it kills them, so that a fork bomb cannot outrun it; kill.go describes
+// it, and which goroutine reads, waits for and closes each shell.
 package shell
 
 import (
