@@ -42,7 +42,9 @@ import (
 //
 // A member is remembered by pid and start time, so a reused pid is never
 // signalled. Never a member: the daemon, its session and process group,
-// and PID 1. A process that left the session, its parent and the terminal
+// PID 1, and the daemon's other children (the shells of other sessions).
+// The terminal is held open (a copy of the master) while killTree runs, so
+// that its number is not given to another session's terminal meanwhile. A process that left the session, its parent and the terminal
 // (setsid, double fork, all descriptors redirected) cannot be told apart
 // from any other process of the sandbox's user: stopping the sandbox ends
 // it.
@@ -121,7 +123,18 @@ func (p *proc) closePTY() {
 func (p *proc) killTree() error {
 	p.killMu.Lock()
 	defer p.killMu.Unlock()
-	g := newProcGroup(p.pid, p.tty, !isClosed(p.exited))
+	// The terminal's number is given to the next terminal opened once
+	// the master is closed (the read loop's end closes it meanwhile):
+	// holding a copy keeps it ours until the end, and without one the
+	// terminal does not tell members apart.
+	tty := p.tty
+	held := -1
+	if err := p.control(func(fd int) { held, _ = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }); err != nil || held < 0 {
+		tty = 0
+	} else {
+		defer unix.Close(held)
+	}
+	g := newProcGroup(p.pid, tty, !isClosed(p.exited))
 	stopped := g.stop(time.Now().Add(killStopWait))
 	left := g.kill(time.Now().Add(killWait))
 	t := time.NewTimer(killWait)
@@ -186,6 +199,14 @@ func (g *procGroup) excluded(st procStat) bool {
 		(g.selfSid != 0 && st.session == g.selfSid) || (g.selfPgrp != 0 && st.pgrp == g.selfPgrp)
 }
 
+// otherShell: a child of the daemon is a shell, and the only one that is
+// a member is the session's own (known by pid and start time): another
+// session's shell may have been given a pid that this session's processes
+// used as a session or group id before they died.
+func (g *procGroup) otherShell(st procStat) bool {
+	return st.ppid == g.self
+}
+
 // scan reads /proc and returns the members alive now (zombies included);
 // deep also looks for the terminal among every process's descriptors.
 func (g *procGroup) scan(deep bool) []procStat {
@@ -217,7 +238,7 @@ func (g *procGroup) scan(deep bool) []procStat {
 	if deep && g.ttyPath != "" {
 		holders = map[int]bool{}
 		for _, st := range stats {
-			if !in[st.pid] && g.holdsTerminal(st.pid) {
+			if !in[st.pid] && !g.otherShell(st) && g.holdsTerminal(st.pid) {
 				holders[st.pid] = true
 			}
 		}
@@ -226,7 +247,7 @@ func (g *procGroup) scan(deep bool) []procStat {
 	for changed := true; changed; {
 		changed = false
 		for _, st := range stats {
-			if in[st.pid] {
+			if in[st.pid] || g.otherShell(st) {
 				continue
 			}
 			if g.sids[st.session] || g.pgrps[st.pgrp] || in[st.ppid] ||
