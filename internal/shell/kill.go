@@ -43,8 +43,9 @@ import (
 // A member is remembered by pid and start time, so a reused pid is never
 // signalled. Never a member: the daemon, its session and process group,
 // PID 1, and the daemon's other children (the shells of other sessions).
-// The terminal is held open (a copy of the master) while killTree runs, so
-// that its number is not given to another session's terminal meanwhile. A process that left the session, its parent and the terminal
+// The terminal is held open (a copy of the master) while killTree runs,
+// so that its number is not given to another session's terminal
+// meanwhile. A process that left the session, its parent and the terminal
 // (setsid, double fork, all descriptors redirected) cannot be told apart
 // from any other process of the sandbox's user: stopping the sandbox ends
 // it.
@@ -128,8 +129,8 @@ func (p *proc) killTree() error {
 	// holding a copy keeps it ours until the end, and without one the
 	// terminal does not tell members apart.
 	tty := p.tty
-	held := -1
-	if err := p.control(func(fd int) { held, _ = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }); err != nil || held < 0 {
+	held, dupErr := -1, error(nil)
+	if err := p.control(func(fd int) { held, dupErr = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }); err != nil || dupErr != nil {
 		tty = 0
 	} else {
 		defer unix.Close(held)
