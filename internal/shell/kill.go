@@ -293,18 +293,29 @@ func pause(round int) {
 }
 
 // stop sends SIGSTOP to every member until a deep scan finds them all
-// halted. It reports whether it got there before the deadline.
+// halted or stopping. It reports whether it got there before the deadline.
 func (g *procGroup) stop(deadline time.Time) bool {
 	confirm := true // the first scan is deep
+	// Members sent SIGSTOP in an earlier round (pid → start time). One
+	// with the stop pending may still show as running (on a loaded
+	// machine it waits for a CPU to act on it) but can no longer fork: a
+	// fork fails and is restarted once the signal is handled. So the
+	// phase is over when a deep scan finds no member that is neither
+	// halted nor already sent the stop; a member continued meanwhile by
+	// someone else is still met by the rounds of SIGKILL.
+	sent := map[int]uint64{}
 	for round := 0; round < killRounds; round++ {
 		ms := g.scan(confirm)
 		moving := 0
 		for _, m := range ms {
-			if !halted(m.state) {
+			if start, ok := sent[m.pid]; !halted(m.state) && (!ok || start != m.start) {
 				moving++
 			}
 		}
 		signalAll(ms, unix.SIGSTOP)
+		for _, m := range ms {
+			sent[m.pid] = m.start
+		}
 		if moving == 0 {
 			if confirm {
 				return true
