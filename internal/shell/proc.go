@@ -29,6 +29,7 @@ type proc struct {
 	ready  chan struct{} // closed at the first prompt marker
 	rc     string        // rc file to remove once read
 	ends   *endChan      // bash: the channel that proves its end markers
+	reaper               // see kill.go
 }
 
 // findShell picks the shell: the requested one, else bash, else sh.
@@ -183,20 +184,12 @@ func (p *proc) signalForeground(sig syscall.Signal) {
 	_ = syscall.Kill(-pg, sig)
 }
 
-// killTree kills every process of the shell's session: its process groups,
-// background jobs included (they share the session id).
-func (p *proc) killTree() {
-	for _, pid := range sessionMembers(p.pid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	_ = syscall.Kill(p.pid, syscall.SIGKILL)
-}
-
 // procStat is the part of /proc/PID/stat we use.
 type procStat struct {
 	pid, ppid, pgrp, session int
 	state                    byte
+	tty                      uint64 // controlling terminal (tty_nr), 0 for none
+	start                    uint64 // start time in clock ticks: tells a reused pid apart
 }
 
 func readStat(pid int) (procStat, bool) {
@@ -211,13 +204,16 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 4 {
+	if len(f) < 20 {
 		return procStat{}, false
 	}
 	st := procStat{pid: pid, state: f[0][0]}
 	st.ppid, _ = strconv.Atoi(f[1])
 	st.pgrp, _ = strconv.Atoi(f[2])
 	st.session, _ = strconv.Atoi(f[3])
+	tty, _ := strconv.ParseInt(f[4], 10, 64)
+	st.tty = uint64(uint32(tty))
+	st.start, _ = strconv.ParseUint(f[19], 10, 64)
 	return st, true
 }
 
@@ -233,16 +229,6 @@ func allPids() []int {
 		}
 	}
 	return pids
-}
-
-func sessionMembers(sid int) []int {
-	var out []int
-	for _, pid := range allPids() {
-		if st, ok := readStat(pid); ok && st.session == sid {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 func groupMembers(pg int) []int {

@@ -6,6 +6,11 @@
 // come only from marker sequences carrying the session's secret token,
 // bash's ends proven on its end-of-command channel (endchan.go), and
 // nothing on the hot path polls or sleeps.
+//
+// Every end of a shell (restart, delete, the daemon's shutdown) goes
+// through one mechanism that stops all of the session's processes before
+// it kills them, so that a fork bomb cannot outrun it; kill.go describes
+// it, and which goroutine reads, waits for and closes each shell.
 package shell
 
 import (
@@ -203,7 +208,9 @@ func (s *Session) shell(ctx context.Context) (*proc, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("the shell %s exited while starting (status %d); it printed: %q; check that the image has a working shell, or pass another one in \"shell\": %w", s.shellPath, p.status, msg, wire.ErrUnavailable)
 	case <-t.C:
-		p.killTree()
+		if err := p.killTree(); err != nil {
+			s.log.Warn("ending a shell that showed no prompt", "err", err)
+		}
 		return nil, fmt.Errorf("the shell %s did not show a prompt within %s; check that it is an interactive POSIX shell: %w", s.shellPath, readyWait, wire.ErrUnavailable)
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -255,6 +262,7 @@ func (s *Session) startLocked() (*proc, error) {
 		ends.close()
 		return nil, err
 	}
+	p.startReaper()
 	p.rc = rcPath
 	s.p = p
 	s.parser = newParser(s.token)
@@ -295,20 +303,21 @@ func (s *Session) readLoop(p *proc, ps *parser) {
 			goruntime.Gosched()
 		}
 	}
-	// EIO once the last process holding the terminal has gone.
-	err = p.cmd.Wait()
-	p.ends.close()
-	status := 0
-	if p.cmd.ProcessState != nil {
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			status = 128 + int(ws.Signal())
-		} else {
-			status = p.cmd.ProcessState.ExitCode()
+	// EIO once the last process holding the terminal has gone, or the
+	// master was closed by killTree.
+	close(p.readEnded)
+	t := time.NewTimer(hangupWait)
+	select {
+	case <-p.exited:
+	case <-t.C:
+		// The shell lives on without its terminal.
+		if err := p.killTree(); err != nil {
+			s.log.Warn("ending a shell that closed its terminal", "err", err)
 		}
-	} else if err != nil {
-		status = 255
+		<-p.exited
 	}
-	p.status = status
+	t.Stop()
+	p.ends.close()
 	s.onExit(p)
 }
 
@@ -559,12 +568,12 @@ func (s *Session) finishLocked(c *command, code int, shellEnd bool) {
 
 func (s *Session) onExit(p *proc) {
 	s.mu.Lock()
+	p.closePTY()
 	if s.p != p {
 		s.mu.Unlock()
 		close(p.done)
 		return
 	}
-	p.ptmx.Close()
 	s.p = nil
 	s.envSavedLocked()
 	wasReady := isClosed(p.ready)
@@ -615,9 +624,10 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	s.mu.Lock()
 	p := s.p
 	s.mu.Unlock()
+	var killErr error
 	if p != nil {
 		s.awaitEnvSave(p)
-		p.killTree()
+		killErr = p.killTree()
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
@@ -626,6 +636,9 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	s.startMu.Unlock()
 	if _, err := s.shell(ctx); err != nil {
 		return wire.Session{}, err
+	}
+	if killErr != nil {
+		return wire.Session{}, fmt.Errorf("session %q has a new shell, but %v: %w", s.id, killErr, wire.ErrUnavailable)
 	}
 	return s.Info(), nil
 }
@@ -768,7 +781,9 @@ func (s *Session) close(remove bool) {
 		if !remove {
 			s.awaitEnvSave(p)
 		}
-		p.killTree()
+		if err := p.killTree(); err != nil {
+			s.log.Warn("ending the session's processes", "err", err)
+		}
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
