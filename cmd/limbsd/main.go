@@ -48,9 +48,13 @@ type config struct {
 	stateDir    string
 	shell       string
 	logLevel    string
+	user        string
 }
 
 func main() {
+	if os.Getenv(files.WorkerEnv) != "" {
+		os.Exit(runFilesWorker(os.Args[1:]))
+	}
 	if os.Getpid() == 1 && os.Getenv(childEnv) == "" {
 		os.Exit(runInit())
 	}
@@ -70,6 +74,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "per-session state and full output logs")
 	fs.StringVar(&cfg.shell, "shell", "", "shell of new sessions (default bash when found, else sh)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&cfg.user, "user", "", "run every shell and the file API as this user (uid[:gid] or a name); limbsd keeps its own identity, which must be root for a different user")
 	fs.BoolVar(&version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -145,6 +150,10 @@ func serve(cfg config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating --state-dir: %w; pass a writable --state-dir", err)
 	}
+	agent, err := agentIdentity(cfg.user)
+	if err != nil {
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -152,15 +161,19 @@ func serve(cfg config, log *slog.Logger) error {
 		StateDir: cfg.stateDir,
 		Workdir:  cfg.workdir,
 		Shell:    cfg.shell,
+		Agent:    agent,
 		Logger:   log,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the session manager: %w", err)
 	}
 	defer mgr.Close()
-	fsrv, err := files.New(files.Options{Workdir: cfg.workdir, StateDir: cfg.stateDir, Logger: log})
+	fsrv, err := filesAPI(cfg, agent, log)
 	if err != nil {
 		return fmt.Errorf("starting the file API: %w", err)
+	}
+	if c, ok := fsrv.(interface{ Close() error }); ok {
+		defer c.Close()
 	}
 	api := runtime.New(runtime.Options{Token: cfg.token, Manager: mgr, Files: fsrv, Logger: log})
 	srv := &http.Server{
@@ -206,8 +219,13 @@ func listen(cfg config) (net.Listener, string, error) {
 			return nil, "", fmt.Errorf("listening on %s: %w", path, err)
 		}
 		// Group access lets a host user in the socket's group reach a
-		// daemon running as root without opening it to everyone.
-		if err := os.Chmod(path, 0o660); err != nil {
+		// daemon running as root without opening it to everyone; with
+		// --user the agent's groups may include limbsd's: owner only.
+		mode := os.FileMode(0o660)
+		if cfg.user != "" {
+			mode = 0o600
+		}
+		if err := os.Chmod(path, mode); err != nil {
 			ln.Close()
 			return nil, "", fmt.Errorf("setting the socket's mode: %w", err)
 		}

@@ -104,7 +104,7 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 		line = "\x15 . " + shq(script) + "\n"
 	}
 	if s.cmdFile == nil {
-		s.cmdFile = newScratchFile(script)
+		s.cmdFile = newScratchFile(script, s.m.opts.Agent)
 	}
 	if err := s.cmdFile.write([]byte(text)); err != nil {
 		s.mu.Unlock()

@@ -61,8 +61,9 @@ func isBash(path string) bool {
 	return false
 }
 
-// spawn starts shellPath on a new terminal of the given size.
-func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath string) (*proc, error) {
+// spawn starts shellPath on a new terminal of the given size, as agent
+// when it is set (the terminal is then the agent's too, as login makes it).
+func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath string, agent *Identity) (*proc, error) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		return nil, fmt.Errorf("opening a pseudo-terminal: %w (is /dev/pts mounted?)", err)
@@ -77,6 +78,10 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 		ptmx.Close()
 		return nil, err
 	}
+	if err := agent.giveFD(int(tty.Fd())); err != nil {
+		ptmx.Close()
+		return nil, fmt.Errorf("giving the terminal to uid %d: %w", agent.UID, err)
+	}
 	p := &proc{ptmx: ptmx, tty: st.Rdev, bash: isBash(shellPath), done: make(chan struct{}), ready: make(chan struct{})}
 	var args []string
 	if p.bash {
@@ -89,7 +94,7 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 	c.Env = env
 	c.Dir = dir
 	c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: agent.Credential()}
 	if err := c.Start(); err != nil {
 		ptmx.Close()
 		return nil, fmt.Errorf("starting %s: %w", shellPath, err)
