@@ -110,7 +110,13 @@ func run(args []string) int {
 	// The shells inherit the daemon's environment; the commands an agent
 	// runs have no business holding the key to the daemon.
 	os.Unsetenv("LIMBS_TOKEN")
-	if err := serve(cfg, log); err != nil {
+	agent, err := agentIdentity(cfg.user)
+	if err != nil {
+		// Exit code 2: what limbsd was asked is wrong, retrying cannot help.
+		log.Error("limbsd cannot start", "err", err)
+		return exitUsage
+	}
+	if err := serve(cfg, agent, log); err != nil {
 		log.Error("limbsd stopped", "err", err)
 		return exitError
 	}
@@ -132,7 +138,7 @@ func defaultStateDir() string {
 	return filepath.Join(os.TempDir(), "limbs-state")
 }
 
-func serve(cfg config, log *slog.Logger) error {
+func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 	ln, tokenDir, err := listen(cfg)
 	if err != nil {
 		return err
@@ -149,10 +155,6 @@ func serve(cfg config, log *slog.Logger) error {
 	}
 	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating --state-dir: %w; pass a writable --state-dir", err)
-	}
-	agent, err := agentIdentity(cfg.user)
-	if err != nil {
-		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -229,6 +231,14 @@ func listen(cfg config) (net.Listener, string, error) {
 			ln.Close()
 			return nil, "", fmt.Errorf("setting the socket's mode: %w", err)
 		}
+		if cfg.user != "" {
+			// Root's socket is for whoever made the directory it is in:
+			// the host's control plane, which may not be root.
+			if err := giveToDirOwner(path, dir); err != nil {
+				ln.Close()
+				return nil, "", err
+			}
+		}
 		return ln, dir, nil
 	}
 	host, _, err := net.SplitHostPort(cfg.listen)
@@ -294,4 +304,20 @@ func writeToken(dir string) (string, error) {
 		return "", fmt.Errorf("writing the token: %w; pass --token or LIMBS_TOKEN instead", err)
 	}
 	return tok, nil
+}
+
+// giveToDirOwner gives path to the owner of dir when they differ.
+func giveToDirOwner(path, dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == os.Geteuid() {
+		return nil
+	}
+	if err := os.Lchown(path, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("giving the socket to %s's owner (uid %d): %w", dir, st.Uid, err)
+	}
+	return nil
 }
