@@ -295,7 +295,7 @@ func (s *Session) writeLog(c *command, upTo int64) {
 		return
 	}
 	if c.logf == nil {
-		f, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, s.m.opts.Agent.logMode(0o600))
 		if err != nil {
 			s.log.Warn("writing a command log", "command", c.id, "err", err)
 			return
@@ -343,7 +343,7 @@ func (s *Session) linkEmptyLog(path string) bool {
 	empty := filepath.Join(s.dir, emptyLog)
 	err := os.Link(empty, path)
 	if errors.Is(err, os.ErrNotExist) {
-		if werr := os.WriteFile(empty, nil, 0o400); werr != nil {
+		if werr := os.WriteFile(empty, nil, s.m.opts.Agent.logMode(0o400)); werr != nil {
 			return false
 		}
 		err = os.Link(empty, path)

@@ -70,6 +70,17 @@ func (id *Identity) dirMode() os.FileMode {
 	return 0o711
 }
 
+// logMode is the mode of a command's log file: log_path is the agent's
+// to read through the file API (docs/api.md), which runs as the agent, so
+// with an Agent the logs are readable by others (the directories above
+// them let only the agent and limbsd through) and written by limbsd only.
+func (id *Identity) logMode(own os.FileMode) os.FileMode {
+	if id == nil {
+		return own
+	}
+	return own | 0o044
+}
+
 // maxAgentFile bounds what the daemon reads back from a file the agent can
 // write (an environment save).
 const maxAgentFile = 16 << 20

@@ -1,12 +1,15 @@
 package docker
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -116,5 +119,57 @@ func TestAgentCannotTouchLimbsd(t *testing.T) {
 	}
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode %v, want 0600", st.Mode().Perm())
+	}
+}
+
+// TestSocketDirLinkRefused: a link in place of the socket directory itself
+// (or of its state directory) is never followed by Start: the host
+// directory it points to keeps its owner and mode and gets nothing, and
+// Start fails with sandbox.ErrUnsafe naming the link.
+func TestSocketDirLinkRefused(t *testing.T) {
+	p := newProvider(t)
+	ctx := t.Context()
+	for _, rel := range []string{".", "state"} {
+		t.Run(rel, func(t *testing.T) {
+			b := newBox(t, p, nil)
+			if err := p.Stop(ctx, b.spec.ID); err != nil {
+				t.Fatal(err)
+			}
+			victim := filepath.Join(t.TempDir(), "victim")
+			if err := os.Mkdir(victim, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(victim, 4242, 4242); err != nil {
+				t.Skipf("cannot chown (not root?): %v", err)
+			}
+			target := filepath.Join(b.spec.SocketDir, rel)
+			if err := os.Rename(target, target+".real"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(victim, target); err != nil {
+				t.Fatal(err)
+			}
+			err := p.Start(ctx, b.spec.ID)
+			if !errors.Is(err, sandbox.ErrUnsafe) || !strings.Contains(err.Error(), "symbolic link") {
+				t.Errorf("Start with %s a link: %v, want ErrUnsafe naming the link", target, err)
+			}
+			fi, serr := os.Stat(victim)
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4242 || fi.Mode().Perm() != 0o750 {
+				t.Errorf("host directory now uid %d mode %v, want 4242 and 0750", st.Uid, fi.Mode().Perm())
+			}
+			if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+				t.Errorf("host directory got %d entries", len(ents))
+			}
+			// Remove cleans up without following the link either.
+			if err := p.Remove(ctx, b.spec.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(victim); err != nil {
+				t.Errorf("Remove took the host directory: %v", err)
+			}
+		})
 	}
 }
