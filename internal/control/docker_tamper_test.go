@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/provider/local"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -211,5 +213,87 @@ while True:
 		if out, _ := exec.Command("docker", "exec", "limbs-"+sb.ID, "cat", "/tmp/fake-got").CombinedOutput(); strings.Contains(string(out), "GET") {
 			t.Errorf("the fake limbsd got a request: %q", out)
 		}
+	})
+}
+
+// The local provider's sandbox can write its state and socket
+// directories (bound in by bubblewrap, or plainly the host user's): a
+// listener of its own on limbsd's socket path is refused, and a link in
+// place of its state directory is never followed by the recovery.
+func TestLocalTamperRefused(t *testing.T) {
+	dir := stateDir(t)
+	removeAll(t, dir)
+	p := newPlane(t, dir, local.IsolateAuto, nil)
+	ctx := context.Background()
+
+	t.Run("listener of the sandbox's", func(t *testing.T) {
+		sb := p.create(t, wire.CreateSandbox{Provider: "local"})
+		c := p.sandboxClient(t, sb.ID)
+		if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		sock := filepath.Join(dir, "sandboxes", sb.ID, "run", "limbsd.sock")
+		got := filepath.Join(dir, "sandboxes", sb.ID, "workspace", "got")
+		// The python fake outlives the command (setsid, in the background)
+		// and replaces limbsd's socket.
+		fake := `import os, socket, sys
+p, got = sys.argv[1], sys.argv[2]
+os.unlink(p)
+s = socket.socket(socket.AF_UNIX)
+s.bind(p)
+s.listen(8)
+open(got + ".ready", "w").close()
+while True:
+    c, _ = s.accept()
+    d = c.recv(65536)
+    with open(got, "ab") as f:
+        f.write(d)
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n[]")
+    c.close()
+`
+		enc := base64.StdEncoding.EncodeToString([]byte(fake))
+		r := exec1(t, c, "main", "echo "+enc+" | base64 -d > fake.py && (setsid python3 fake.py "+sock+" "+got+" </dev/null >/dev/null 2>&1 &); for i in $(seq 50); do test -e "+got+".ready && break; sleep 0.1; done; test -e "+got+".ready && echo listening")
+		if !strings.Contains(r.Output, "listening") {
+			t.Fatalf("could not start the fake in the sandbox: %+v", r)
+		}
+		// The control plane's kept-alive connection to the real limbsd
+		// still works; a new one (a second session list at once) must not
+		// reach the fake.
+		c2 := p.sandboxClient(t, sb.ID)
+		c2.HTTPClient().CloseIdleConnections()
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Exec(ctx, "main", wire.Exec{Command: "sleep 2", Timeout: 10})
+			done <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		_, err := c2.ListSessions(ctx)
+		<-done
+		if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "not the sandbox's daemon") {
+			t.Errorf("GET sessions with the sandbox's own listener on the socket: %v, want a 503 naming the impostor", err)
+		}
+		if b, _ := os.ReadFile(got); len(b) > 0 {
+			t.Errorf("the sandbox's listener got a request: %q", b)
+		}
+	})
+	t.Run("state link", func(t *testing.T) {
+		sb := p.create(t, wire.CreateSandbox{Provider: "local"})
+		victim, was := hostDir(t)
+		state := filepath.Join(dir, "sandboxes", sb.ID, "state")
+		if err := os.Rename(state, state+".real"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(victim, state); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(-p.pidOf(t, sb.ID), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		testbin.Eventually(t, "sandbox reported failed with the reason", time.Minute, func() bool {
+			got := p.get(t, sb.ID)
+			return got.Status == wire.SandboxFailed && strings.Contains(got.Message, "symbolic link")
+		})
+		t.Logf("message: %s", p.get(t, sb.ID).Message)
+		checkUntouched(t, victim, was)
 	})
 }

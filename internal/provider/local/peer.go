@@ -13,10 +13,8 @@ import (
 
 // CheckPeer says whether peer, the process answering sandbox id's socket,
 // is its limbsd: the process the provider started, or (isolated) the
-// first process inside bubblewrap, whose every ancestor up to the one the
-// provider started is bubblewrap itself. The sandbox's own processes are
-// limbsd's descendants and fail the check, even though, here, they run as
-// the same user.
+// first process inside bubblewrap. The sandbox's own processes fail the
+// check, even though, here, they run as the same user.
 func (p *Provider) CheckPeer(ctx context.Context, id string, peer sandbox.Peer) error {
 	p.mu.Lock()
 	pr, ok := p.procs[id]
@@ -31,8 +29,8 @@ func (p *Provider) CheckPeer(ctx context.Context, id string, peer sandbox.Peer) 
 	return p.daemonIs(m, peer.Pid)
 }
 
-func (p *Provider) daemonIs(m meta, pid int) error {
-	if pid == m.Pid {
+func (p *Provider) daemonIs(m meta, peer int) error {
+	if peer == m.Pid {
 		return nil
 	}
 	if !m.Isolated || p.bwrap == "" {
@@ -42,20 +40,22 @@ func (p *Provider) daemonIs(m meta, pid int) error {
 	if err != nil {
 		bwrap = p.bwrap
 	}
-	st, err := sandbox.ReadProcStat(pid)
-	for range 4 { // bubblewrap, and its init in the new PID namespace
-		if err != nil {
+	// Down from bubblewrap, through its init in the new PID namespace, by
+	// first children: an orphan of the sandbox's is adopted by that init
+	// too, but later than limbsd.
+	pid := m.Pid
+	for range 4 {
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); exe != bwrap {
 			break
 		}
-		if st.PPid == m.Pid {
+		if pid, err = sandbox.FirstChild(pid); err != nil {
+			break
+		}
+		if pid == peer {
 			return nil
 		}
-		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(st.PPid) + "/exe"); exe != bwrap {
-			break
-		}
-		st, err = sandbox.ReadProcStat(st.PPid)
 	}
-	return fmt.Errorf("its daemon is the child of bubblewrap pid %d", m.Pid)
+	return fmt.Errorf("its daemon is pid %d, the first process inside bubblewrap pid %d", pid, m.Pid)
 }
 
 // dialer returns a dialer of sandbox id's socket that refuses any other
