@@ -51,9 +51,13 @@ type config struct {
 	// Bounds of the output kept on disk (shell.ParseSize; < 0: none).
 	maxSessionDisk int64
 	maxDisk        int64
+	user           string
 }
 
 func main() {
+	if os.Getenv(files.WorkerEnv) != "" {
+		os.Exit(runFilesWorker(os.Args[1:]))
+	}
 	if os.Getpid() == 1 && os.Getenv(childEnv) == "" {
 		os.Exit(runInit())
 	}
@@ -73,6 +77,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "per-session state and full output logs")
 	fs.StringVar(&cfg.shell, "shell", "", "shell of new sessions (default bash when found, else sh)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&cfg.user, "user", "", "run every shell and the file API as this user (uid[:gid] or a name); limbsd keeps its own identity, which must be root for a different user")
 	fs.BoolVar(&version, "version", false, "print the version and exit")
 	maxSessionDisk := fs.String("max-session-disk", "256MiB", "most output one session keeps in --state-dir (its stream and command logs; 0: no bound)")
 	maxDisk := fs.String("max-disk", "1GiB", "most output all sessions together keep in --state-dir (0: no bound)")
@@ -122,7 +127,13 @@ func run(args []string) int {
 	// The shells inherit the daemon's environment; the commands an agent
 	// runs have no business holding the key to the daemon.
 	os.Unsetenv("LIMBS_TOKEN")
-	if err := serve(cfg, log); err != nil {
+	agent, err := agentIdentity(cfg.user)
+	if err != nil {
+		// Exit code 2: what limbsd was asked is wrong, retrying cannot help.
+		log.Error("limbsd cannot start", "err", err)
+		return exitUsage
+	}
+	if err := serve(cfg, agent, log); err != nil {
 		log.Error("limbsd stopped", "err", err)
 		return exitError
 	}
@@ -144,7 +155,7 @@ func defaultStateDir() string {
 	return filepath.Join(os.TempDir(), "limbs-state")
 }
 
-func serve(cfg config, log *slog.Logger) error {
+func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 	ln, tokenDir, err := listen(cfg)
 	if err != nil {
 		return err
@@ -169,6 +180,7 @@ func serve(cfg config, log *slog.Logger) error {
 		StateDir: cfg.stateDir,
 		Workdir:  cfg.workdir,
 		Shell:    cfg.shell,
+		Agent:    agent,
 		Logger:   log,
 
 		MaxSessionDisk: cfg.maxSessionDisk,
@@ -178,9 +190,12 @@ func serve(cfg config, log *slog.Logger) error {
 		return fmt.Errorf("starting the session manager: %w", err)
 	}
 	defer mgr.Close()
-	fsrv, err := files.New(files.Options{Workdir: cfg.workdir, StateDir: cfg.stateDir, Logger: log})
+	fsrv, err := filesAPI(cfg, agent, log)
 	if err != nil {
 		return fmt.Errorf("starting the file API: %w", err)
+	}
+	if c, ok := fsrv.(interface{ Close() error }); ok {
+		defer c.Close()
 	}
 	api := runtime.New(runtime.Options{Token: cfg.token, Manager: mgr, Files: fsrv, Logger: log})
 	srv := &http.Server{
@@ -226,10 +241,23 @@ func listen(cfg config) (net.Listener, string, error) {
 			return nil, "", fmt.Errorf("listening on %s: %w", path, err)
 		}
 		// Group access lets a host user in the socket's group reach a
-		// daemon running as root without opening it to everyone.
-		if err := os.Chmod(path, 0o660); err != nil {
+		// daemon running as root without opening it to everyone; with
+		// --user the agent's groups may include limbsd's: owner only.
+		mode := os.FileMode(0o660)
+		if cfg.user != "" {
+			mode = 0o600
+		}
+		if err := os.Chmod(path, mode); err != nil {
 			ln.Close()
 			return nil, "", fmt.Errorf("setting the socket's mode: %w", err)
+		}
+		if cfg.user != "" {
+			// Root's socket is for whoever made the directory it is in:
+			// the host's control plane, which may not be root.
+			if err := giveToDirOwner(path, dir); err != nil {
+				ln.Close()
+				return nil, "", err
+			}
 		}
 		return ln, dir, nil
 	}
@@ -296,4 +324,20 @@ func writeToken(dir string) (string, error) {
 		return "", fmt.Errorf("writing the token: %w; pass --token or LIMBS_TOKEN instead", err)
 	}
 	return tok, nil
+}
+
+// giveToDirOwner gives path to the owner of dir when they differ.
+func giveToDirOwner(path, dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == os.Geteuid() {
+		return nil
+	}
+	if err := os.Lchown(path, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("giving the socket to %s's owner (uid %d): %w", dir, st.Uid, err)
+	}
+	return nil
 }

@@ -134,3 +134,11 @@ func (c *Client) Health(ctx context.Context) (wire.Health, error) {
 	err := c.JSON(ctx, http.MethodGet, "/health", nil, &h)
 	return h, err
 }
+
+// NewDialed returns a client of a limbsd reached through dial (a dialer
+// that checks what it connects to, see sandbox.DialDaemon).
+func NewDialed(dial func(ctx context.Context) (net.Conn, error), token string) *Client {
+	c := &Client{token: token, dial: dial, base: "http://limbs/v1"}
+	c.http = &http.Client{Transport: NewTransport(c.dial)}
+	return c
+}

@@ -36,6 +36,14 @@ import (
 
 // Provider creates and runs sandboxes of one kind. Ids are sandbox ids
 // (sb_...). Every method is safe for concurrent use.
+// PeerChecker is a Provider that can tell its sandbox's daemon from any
+// other process answering the daemon's socket (see sandbox.DialDaemon).
+// The control plane never forwards a request, nor the sandbox's token, to
+// a peer it refuses.
+type PeerChecker interface {
+	CheckPeer(ctx context.Context, id string, peer sandbox.Peer) error
+}
+
 type Provider interface {
 	// Name is what clients pass as "provider": docker, local.
 	Name() string

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -26,11 +28,21 @@ import (
 // so attach and watch work unchanged.
 func (s *Server) newEntry(rec store.Record) *entry {
 	sock := filepath.Join(rec.SocketDir, "limbsd.sock")
+	// The socket is in a directory the sandbox may write: each new
+	// connection is checked to reach the sandbox's own daemon before the
+	// token goes out on it (connections are kept alive: once per
+	// connection, not per request).
+	var check sandbox.PeerCheck
+	if p, err := s.provider(rec.Provider); err == nil {
+		if pc, ok := p.(PeerChecker); ok {
+			id := rec.ID
+			check = func(ctx context.Context, peer sandbox.Peer) error { return pc.CheckPeer(ctx, id, peer) }
+		}
+	}
 	// client.Transport forwards each request on the handler's goroutine;
 	// net/http's would hand it to two more goroutines per hop.
 	tr := client.NewTransport(func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
+		return sandbox.DialDaemon(ctx, sock, check)
 	})
 	e := &entry{rec: rec, tr: tr, token: rec.Token}
 	auth := "Bearer " + rec.Token
@@ -131,6 +143,10 @@ func (s *Server) unreachable(w http.ResponseWriter, r *http.Request, e *entry, e
 		}
 	}
 	s.log.Warn("sandbox daemon unreachable", "sandbox", rec.ID, "err", err, "reason", reason)
+	if errors.Is(err, sandbox.ErrImpostor) {
+		wire.WriteError(w, fmt.Errorf("limbsd socket of sandbox %s: %v: %w", rec.ID, err, wire.ErrUnavailable))
+		return
+	}
 	if reason != "" {
 		wire.WriteError(w, fmt.Errorf("sandbox %s stopped (%s) during the request; limbs serve is bringing it back: retry in a few seconds: %w", rec.ID, reason, wire.ErrUnavailable))
 		return

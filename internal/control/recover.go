@@ -203,7 +203,9 @@ func (s *Server) recover(ctx context.Context, e *entry, reason, when string) {
 			return
 		}
 		s.log.Warn("restarting a sandbox failed", "sandbox", s.record(e).ID, "attempt", attempt, "err", err)
-		if attempt == recoverAttempts || ctx.Err() != nil {
+		// A link or a foreign file in the sandbox's directories stays
+		// there: say so at once instead of retrying.
+		if attempt == recoverAttempts || ctx.Err() != nil || errors.Is(err, sandbox.ErrUnsafe) || errors.Is(err, sandbox.ErrImpostor) {
 			_, _ = s.update(e, func(r *store.Record) {
 				r.Message = fmt.Sprintf("stopped (%s) at %s and could not be restarted: %v; try `limbs sandbox start %s` or remove it", reason, when, err, r.ID)
 			}, newEvent("recovery_failed", reason, err.Error()))

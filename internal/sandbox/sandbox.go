@@ -4,7 +4,11 @@
 // for (CheckName, WorkspacePolicy).
 //
 // It must never talk to a provider or the network itself: providers implement
-// the control plane's Provider interface with these types.
+// the control plane's Provider interface with these types. It also holds
+// the two helpers every host-side caller shares to touch what a sandbox can
+// write: directories resolved without following links (hostfs.go), and the
+// one way to connect to a sandbox's daemon, which checks who answers
+// (dial.go).
 package sandbox
 
 import (

@@ -104,7 +104,7 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 		line = "\x15 . " + shq(script) + "\n"
 	}
 	if s.cmdFile == nil {
-		s.cmdFile = newScratchFile(script)
+		s.cmdFile = newScratchFile(script, s.m.opts.Agent)
 	}
 	if err := s.cmdFile.write([]byte(text)); err != nil {
 		s.mu.Unlock()
@@ -305,7 +305,7 @@ func (s *Session) writeLog(c *command, upTo int64) {
 		upTo = end
 	}
 	if c.logf == nil {
-		f, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err := os.OpenFile(c.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, s.m.opts.Agent.logMode(0o600))
 		if err != nil {
 			c.logErr = err
 			s.log.Warn("writing a command log", "command", c.id, "err", err)
@@ -451,7 +451,7 @@ func (s *Session) linkEmptyLog(path string) bool {
 	empty := filepath.Join(s.dir, emptyLog)
 	err := os.Link(empty, path)
 	if errors.Is(err, os.ErrNotExist) {
-		if werr := os.WriteFile(empty, nil, 0o400); werr != nil {
+		if werr := os.WriteFile(empty, nil, s.m.opts.Agent.logMode(0o400)); werr != nil {
 			return false
 		}
 		err = os.Link(empty, path)

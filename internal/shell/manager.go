@@ -31,7 +31,10 @@ type Options struct {
 	// Shell is the default shell; empty means bash when found, else sh.
 	Shell string
 	// Env is the base environment of every shell (os.Environ() if nil).
-	Env    []string
+	Env []string
+	// Agent is the user the shells run as; nil runs them as the daemon's
+	// own user (see Identity).
+	Agent  *Identity
 	Logger *slog.Logger
 	// MaxSessionDisk bounds the output one session keeps on disk (its
 	// stream and command logs), MaxDisk that of every session together:
@@ -99,6 +102,15 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "sessions"), 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	if opts.Agent != nil {
+		// The shells reach their own directory in each session's state
+		// (their history) through these, and may not list or change them.
+		for _, d := range []string{opts.StateDir, filepath.Join(opts.StateDir, "sessions")} {
+			if err := os.Chmod(d, opts.Agent.dirMode()); err != nil {
+				return nil, fmt.Errorf("state directory: %w", err)
+			}
+		}
+	}
 	// Signals the daemon inherited as ignored (a daemon started with & has
 	// SIGINT and SIGQUIT ignored; some supervisors ignore SIGPIPE) would
 	// be inherited by every shell and program: Ctrl-C would do nothing and
@@ -111,7 +123,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 			}
 		}
 	})
-	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*Session{}, runDir: makeRunDir(opts.StateDir), disk: &diskPool{limit: opts.MaxDisk}}
+	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*Session{}, runDir: makeRunDir(opts.StateDir, opts.Agent.dirMode()), disk: &diskPool{limit: opts.MaxDisk}}
 	if err := m.restore(ctx); err != nil {
 		return nil, err
 	}
@@ -170,7 +182,11 @@ func (m *Manager) restore(ctx context.Context) error {
 // no directory behind per restart). A directory of that name that is not
 // ours alone (another owner, open to others, a symlink) is never used:
 // /dev/shm is shared, so the name is only a preference.
-func makeRunDir(stateDir string) string {
+//
+// With an Agent the directory is mode 0711 (each shell passes through it to
+// its own session's directory, which the agent owns) and stays the
+// daemon's: the agent can neither list it nor create anything in it.
+func makeRunDir(stateDir string, mode os.FileMode) string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		abs, err := filepath.Abs(stateDir)
 		if err != nil {
@@ -179,22 +195,25 @@ func makeRunDir(stateDir string) string {
 		sum := sha256.Sum256([]byte(abs))
 		d := filepath.Join("/dev/shm", "limbs-"+hex.EncodeToString(sum[:8]))
 		if err := os.Mkdir(d, 0o700); err == nil || ownPrivateDir(d) {
+			_ = os.Chmod(d, mode)
 			return d
 		}
 		if d, err := os.MkdirTemp("/dev/shm", "limbs-"); err == nil {
+			_ = os.Chmod(d, mode)
 			return d
 		}
 	}
 	d := filepath.Join(stateDir, "run")
 	_ = os.MkdirAll(d, 0o700)
+	_ = os.Chmod(d, mode)
 	return d
 }
 
 // ownPrivateDir reports whether path is a real directory owned by this
-// process's user that nobody else may enter.
+// process's user that nobody else may list or write.
 func ownPrivateDir(path string) bool {
 	fi, err := os.Lstat(path)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o066 != 0 {
 		return false
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
@@ -360,6 +379,24 @@ func (m *Manager) newSession(ps persisted) (*Session, error) {
 	if err := os.MkdirAll(rdir, 0o700); err != nil {
 		return nil, fmt.Errorf("session run directory: %w", err)
 	}
+	// What the shell writes itself: its scratch directory (environment
+	// saves, and the rc and command files it reads) and its history, in
+	// directories the agent owns inside the daemon's.
+	hdir := dir
+	if a := m.opts.Agent; a != nil {
+		hdir = filepath.Join(dir, "agent")
+		if err := os.Chmod(dir, a.dirMode()); err != nil {
+			return nil, fmt.Errorf("session state directory: %w", err)
+		}
+		if err := os.MkdirAll(hdir, 0o700); err != nil {
+			return nil, fmt.Errorf("session state directory: %w", err)
+		}
+		for _, d := range []string{rdir, hdir} {
+			if err := a.give(d); err != nil {
+				return nil, fmt.Errorf("session directory: %w", err)
+			}
+		}
+	}
 	ps.NextCmd = max(ps.NextCmd, lastCommandNumber(dir))
 	var streamLimit int64
 	if m.opts.MaxSessionDisk > 0 {
@@ -376,11 +413,14 @@ func (m *Manager) newSession(ps persisted) (*Session, error) {
 	env := make([]string, 0, len(m.opts.Env)+len(agentEnv)+len(ps.Env))
 	env = append(env, m.opts.Env...)
 	env = append(env, agentEnv...)
+	if a := m.opts.Agent; a != nil {
+		env = append(env, "HOME="+a.Home)
+	}
 	for k, v := range ps.Env {
 		env = append(env, k+"="+v)
 	}
 	s := &Session{
-		m: m, id: ps.ID, name: ps.Name, created: ps.CreatedAt, dir: dir, rdir: rdir,
+		m: m, id: ps.ID, name: ps.Name, created: ps.CreatedAt, dir: dir, rdir: rdir, hdir: hdir,
 		token: randomHex(16), shellPath: ps.Shell, env: dedupEnv(env), reqEnv: ps.Env,
 		log: slog, out: out, logs: logs,
 		cols: ps.Cols, rows: ps.Rows, cwd: ps.Cwd, nextCmd: ps.NextCmd, restarts: ps.Restarts,

@@ -63,10 +63,11 @@ func isBash(path string) bool {
 	return false
 }
 
-// spawn starts shellPath on a new terminal of the given size; endFile,
-// when not nil, is the shell's descriptor 3 (its end of the
+// spawn starts shellPath on a new terminal of the given size, as agent
+// when it is set (the terminal is then the agent's too, as login makes it);
+// endFile, when not nil, is the shell's descriptor 3 (its end of the
 // end-of-command channel).
-func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath string, endFile *os.File) (*proc, error) {
+func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath string, agent *Identity, endFile *os.File) (*proc, error) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		return nil, fmt.Errorf("opening a pseudo-terminal: %w (is /dev/pts mounted?)", err)
@@ -80,6 +81,10 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 	if err := unix.Fstat(int(tty.Fd()), &st); err != nil {
 		ptmx.Close()
 		return nil, err
+	}
+	if err := agent.giveFD(int(tty.Fd())); err != nil {
+		ptmx.Close()
+		return nil, fmt.Errorf("giving the terminal to uid %d: %w", agent.UID, err)
 	}
 	p := &proc{ptmx: ptmx, tty: st.Rdev, bash: isBash(shellPath), done: make(chan struct{}), ready: make(chan struct{})}
 	var args []string
@@ -96,7 +101,7 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 	if endFile != nil {
 		c.ExtraFiles = []*os.File{endFile}
 	}
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: agent.Credential()}
 	if err := c.Start(); err != nil {
 		ptmx.Close()
 		return nil, fmt.Errorf("starting %s: %w", shellPath, err)

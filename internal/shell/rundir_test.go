@@ -14,15 +14,15 @@ func TestRunDirFollowsStateDir(t *testing.T) {
 		t.Skip("no /dev/shm here: the run directory lives in the state directory")
 	}
 	state := t.TempDir()
-	a := makeRunDir(state)
+	a := makeRunDir(state, 0o700)
 	t.Cleanup(func() { os.RemoveAll(a) })
 	if filepath.Dir(a) != "/dev/shm" {
 		t.Fatalf("run directory %s, want one on /dev/shm", a)
 	}
-	if b := makeRunDir(state); b != a {
+	if b := makeRunDir(state, 0o700); b != a {
 		t.Errorf("a second daemon on the same state directory got %s, want %s", b, a)
 	}
-	if other := makeRunDir(t.TempDir()); other == a {
+	if other := makeRunDir(t.TempDir(), 0o700); other == a {
 		t.Errorf("two state directories share the run directory %s", a)
 	} else {
 		os.RemoveAll(other)
@@ -32,7 +32,7 @@ func TestRunDirFollowsStateDir(t *testing.T) {
 	if err := os.Chmod(a, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := makeRunDir(state)
+	c := makeRunDir(state, 0o700)
 	t.Cleanup(func() { os.RemoveAll(c) })
 	if c == a {
 		t.Errorf("a run directory open to others (mode 0755) was used: %s", c)
@@ -47,7 +47,7 @@ func TestRunDirFollowsStateDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(a) })
-	d := makeRunDir(state)
+	d := makeRunDir(state, 0o700)
 	t.Cleanup(func() { os.RemoveAll(d) })
 	if d == a {
 		t.Errorf("a symlink at the run directory's name was used")

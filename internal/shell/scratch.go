@@ -14,15 +14,20 @@ import (
 // costs a finalizer and a failed attempt to register with the network
 // poller each time.
 
-// readScratch reads path into buf's storage, growing it as needed.
+// readScratch reads path into buf's storage, growing it as needed. The
+// shell writes these files: a link or anything but a regular file is
+// refused, and no more than maxAgentFile bytes are read.
 func readScratch(path string, buf []byte) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := openAgentFile(path)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	defer unix.Close(fd)
 	buf = buf[:0]
 	for {
+		if len(buf) > maxAgentFile {
+			return nil, &os.PathError{Op: "read", Path: path, Err: errors.New("the file grew past its bound while read")}
+		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, make([]byte, max(4096, cap(buf)))...)[:len(buf)]
 		}
@@ -44,11 +49,14 @@ func readScratch(path string, buf []byte) ([]byte, error) {
 // kept open: opening a tmpfs file with O_TRUNC frees its page and the
 // write allocates a new one, tens of microseconds on every command.
 type scratchFile struct {
-	path string
-	fd   int // -1 when not open
+	path  string
+	fd    int       // -1 when not open
+	owner *Identity // the shell's user, who must read the file; nil: the daemon's
 }
 
-func newScratchFile(path string) *scratchFile { return &scratchFile{path: path, fd: -1} }
+func newScratchFile(path string, owner *Identity) *scratchFile {
+	return &scratchFile{path: path, fd: -1, owner: owner}
+}
 
 // write makes data the file's contents. A file that something inside the
 // sandbox deleted is created again.
@@ -60,16 +68,29 @@ func (f *scratchFile) write(data []byte) error {
 		}
 	}
 	if f.fd < 0 {
-		flags := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC
+		// The directory is the shell's: never write through its link.
+		flags := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
 		fd, err := unix.Open(f.path, flags, 0o600)
 		if errors.Is(err, unix.ENOENT) {
 			if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+				return err
+			}
+			if err := f.owner.give(filepath.Dir(f.path)); err != nil {
 				return err
 			}
 			fd, err = unix.Open(f.path, flags, 0o600)
 		}
 		if err != nil {
 			return &os.PathError{Op: "open", Path: f.path, Err: err}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			return &os.PathError{Op: "open", Path: f.path, Err: errNotRegular}
+		}
+		if err := f.owner.giveFD(fd); err != nil {
+			unix.Close(fd)
+			return &os.PathError{Op: "chown", Path: f.path, Err: err}
 		}
 		f.fd = fd
 	}

@@ -41,7 +41,8 @@ type Session struct {
 	id, name  string
 	created   time.Time
 	dir       string // state: survives daemon and machine restarts
-	rdir      string // scratch on a memory filesystem
+	rdir      string // scratch on a memory filesystem, the shell's (see Identity)
+	hdir      string // where the shell keeps its history: dir, or the agent's directory in it
 	token     string
 	shellPath string
 	env       []string
@@ -223,8 +224,16 @@ func (s *Session) startLocked() (*proc, error) {
 	// daemon wrote, else the one on disk from an earlier daemon.
 	envFile := ""
 	for _, f := range []string{filepath.Join(s.rdir, "env"), filepath.Join(s.dir, "env")} {
-		if b, err := os.ReadFile(f); err == nil && bytes.HasSuffix(b, []byte(envEnd+"\n")) {
+		if b, err := readScratch(f, nil); err == nil && bytes.HasSuffix(b, []byte(envEnd+"\n")) {
 			envFile = f
+			if f != filepath.Join(s.rdir, "env") && s.m.opts.Agent != nil {
+				// The daemon's copy is not the shell's to read: hand it a
+				// copy of its own.
+				envFile = filepath.Join(s.rdir, "env.restored")
+				if err := writeFile(envFile, b, 0o600); err != nil || s.m.opts.Agent.give(envFile) != nil {
+					envFile = ""
+				}
+			}
 			break
 		}
 	}
@@ -239,11 +248,14 @@ func (s *Session) startLocked() (*proc, error) {
 	rcPath := filepath.Join(s.rdir, "rc")
 	var rc string
 	if bash {
-		rc = bashRC(s.token, s.dir, s.rdir, cwd, envFile)
+		rc = bashRC(s.token, s.hdir, s.rdir, cwd, envFile)
 	} else {
 		rc = shRC(s.token, cwd)
 	}
 	if err := writeFile(rcPath, []byte(rc), 0o600); err != nil {
+		return nil, fmt.Errorf("writing the shell's rc file: %w", err)
+	}
+	if err := s.m.opts.Agent.give(rcPath); err != nil {
 		return nil, fmt.Errorf("writing the shell's rc file: %w", err)
 	}
 	var ends *endChan
@@ -254,7 +266,7 @@ func (s *Session) startLocked() (*proc, error) {
 			return nil, err
 		}
 	}
-	p, err := spawn(s.shellPath, s.env, cwd, s.cols, s.rows, rcPath, endFile)
+	p, err := spawn(s.shellPath, s.env, cwd, s.cols, s.rows, rcPath, s.m.opts.Agent, endFile)
 	if endFile != nil {
 		endFile.Close() // the shell has its copy
 	}

@@ -270,18 +270,30 @@ func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerC
 	init := true
 	stop := int(o.StopTimeout.Seconds())
 
+	// limbsd has an identity of its own, container root with only the
+	// capabilities it needs to manage the agent's processes; the agent
+	// (spec.User) gets no capability at all (see daemonCaps). A root
+	// agent is limbsd's own user: nothing to switch, no capability added.
+	user, capAdd := spec.User, o.CapAdd
+	cmd := []string{
+		"--listen", "unix://" + Socket,
+		"--workdir", Workspace,
+		"--state-dir", StateDir,
+	}
+	if uid, _, ok := parseUser(spec.User); !ok || uid != 0 {
+		user = "0:0"
+		capAdd = append(slices.Clone(daemonCaps), o.CapAdd...)
+		cmd = append(cmd, "--user", spec.User)
+	}
+
 	return client.ContainerCreateOptions{
 		Name: containerName(spec.ID),
 		Config: &container.Config{
-			Image:      spec.Image,
-			User:       spec.User,
-			Env:        env,
-			Entrypoint: []string{LimbsdPath},
-			Cmd: append([]string{
-				"--listen", "unix://" + Socket,
-				"--workdir", Workspace,
-				"--state-dir", StateDir,
-			}, spec.DiskFlags()...),
+			Image:       spec.Image,
+			User:        user,
+			Env:         env,
+			Entrypoint:  []string{LimbsdPath},
+			Cmd:         append(cmd, spec.DiskFlags()...),
 			WorkingDir:  Workspace,
 			Labels:      labels,
 			StopTimeout: &stop,
@@ -296,7 +308,7 @@ func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerC
 				Config: map[string]string{"max-size": "10m", "max-file": "2"},
 			},
 			CapDrop:        []string{"ALL"},
-			CapAdd:         o.CapAdd,
+			CapAdd:         capAdd,
 			SecurityOpt:    security,
 			IpcMode:        container.IPCModePrivate,
 			ReadonlyRootfs: spec.ReadOnlyRoot,
@@ -312,28 +324,37 @@ func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerC
 	}
 }
 
-// prepareSocketDir creates the host side of /run/limbs and gives it to the
-// sandbox's user so that limbsd (not root) can create its socket and state
-// there. Users given by name cannot be resolved on the host: the directory
-// is then left world-writable with the sticky bit, like /tmp.
-func prepareSocketDir(dir, user string) error {
-	for _, d := range []string{dir, filepath.Join(dir, "state")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+// daemonCaps are limbsd's capabilities when the agent is another user:
+// SETUID and SETGID start each shell (and the files worker) as the agent;
+// KILL signals the agent's processes; SYS_PTRACE reads their /proc state
+// (cwd, the system call a process waits in: readable only by their owner
+// otherwise); CHOWN gives the agent its terminal and its per-session
+// directories; DAC_OVERRIDE writes the command file into, reads the
+// environment saves from, and removes, those agent-owned directories.
+// None of them reaches a shell: a process that changes its uid from root
+// to another loses them all.
+var daemonCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SYS_PTRACE"}
+
+// socketDirMode is the mode of the host side of /run/limbs and of its
+// state directory: the control plane's (container root is host root),
+// passable by the agent to reach its own directories inside, never
+// writable by it.
+const socketDirMode = 0o711
+
+// prepareSocketDir creates the host side of /run/limbs and its state
+// directory, or checks them when they exist (a restart), never following
+// a link: the directory's parent is the control plane's, and a sandbox
+// whose agent is root can change what is inside. Nothing is chowned: the
+// directories stay the control plane's, and limbsd (container root)
+// writes there with its own identity.
+func prepareSocketDir(dir string) error {
+	parent, base := filepath.Split(dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("socket dir: %w", err)
+	}
+	for _, rel := range []string{base, filepath.Join(base, "state")} {
+		if err := sandbox.MkdirBeneath(parent, rel, socketDirMode); err != nil {
 			return fmt.Errorf("socket dir: %w", err)
-		}
-	}
-	uid, gid, ok := parseUser(user)
-	if !ok {
-		for _, d := range []string{dir, filepath.Join(dir, "state")} {
-			if err := os.Chmod(d, 0o1777); err != nil {
-				return fmt.Errorf("socket dir: %w", err)
-			}
-		}
-		return nil
-	}
-	for _, d := range []string{dir, filepath.Join(dir, "state")} {
-		if err := os.Chown(d, uid, gid); err != nil {
-			return fmt.Errorf("socket dir %s: giving it to uid %d (%v); run the control plane as root or as uid %d", d, uid, err, uid)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,8 +81,11 @@ func TestCreateOptionsOverrides(t *testing.T) {
 			CapAdd: h.CapAdd, Security: h.SecurityOpt,
 		}
 	}
+	// limbsd is container root with its own capabilities; the agent
+	// (Spec.User) is passed to it with --user.
 	base := view{
-		User: "1000:1000", Network: "none", Tmp: "rw,nosuid,nodev,exec,mode=1777,size=512m",
+		User: "0:0", Network: "none", Tmp: "rw,nosuid,nodev,exec,mode=1777,size=512m",
+		CapAdd: daemonCaps,
 		Memory: 2 << 30, Swap: 2 << 30, Nano: 2e9, Pids: 512,
 		WSType: "volume", WSSource: "limbs-ws-sb_golden", VolumeLabel: "limbs-ws-sb_golden",
 		Security: []string{"no-new-privileges:true"},
@@ -102,7 +106,7 @@ func TestCreateOptionsOverrides(t *testing.T) {
 			v.Nano, v.Memory, v.Swap, v.Pids, v.Tmp = 0, 0, 0, -1, "rw,nosuid,nodev,exec,mode=1777"
 		}},
 		{"bridge network", Options{}, func(s *sandbox.Spec) { s.Network = "bridge" }, false, func(v *view) { v.Network = "bridge" }},
-		{"root user", Options{}, func(s *sandbox.Spec) { s.User = "0:0" }, false, func(v *view) { v.User = "0:0" }},
+		{"root user", Options{}, func(s *sandbox.Spec) { s.User = "0:0" }, false, func(v *view) { v.User, v.CapAdd = "0:0", nil }},
 		{"read-only root", Options{}, func(s *sandbox.Spec) { s.ReadOnlyRoot = true }, false, func(v *view) { v.ReadOnly = true }},
 		{"named volume", Options{}, func(s *sandbox.Spec) { s.Workspace = "projects" }, false, func(v *view) {
 			v.WSSource, v.VolumeLabel = "projects", ""
@@ -111,7 +115,7 @@ func TestCreateOptionsOverrides(t *testing.T) {
 			v.WSType, v.WSSource, v.VolumeLabel = "bind", "/srv/project", ""
 		}},
 		{"capabilities and privileges", Options{CapAdd: []string{"NET_BIND_SERVICE"}, AllowNewPrivileges: true}, func(*sandbox.Spec) {}, false, func(v *view) {
-			v.CapAdd, v.Security = []string{"NET_BIND_SERVICE"}, nil
+			v.CapAdd, v.Security = append(slices.Clone(daemonCaps), "NET_BIND_SERVICE"), nil
 		}},
 	}
 	for _, tt := range tests {

@@ -119,8 +119,12 @@ func limbsdClient(t testing.TB, spec sandbox.Spec) *limbsclient.Client {
 	return lc
 }
 
+// agentUser is the default sandbox's agent (Spec.User), for dockerExec;
+// the container's own user is limbsd's, root.
+const agentUser = DefaultUser
+
 // dockerExec runs argv in the sandbox's container as user (empty: the
-// container's user) and returns its combined output and exit code. It is
+// container's user, root) and returns its combined output and exit code. It is
 // for setting up hostile situations; checks of what an agent sees go
 // through limbsd.
 func dockerExec(t *testing.T, p *Provider, b *box, user string, argv ...string) (string, int) {

@@ -66,8 +66,8 @@ func TestDefaultSandboxHardening(t *testing.T) {
 		ManagedLabel: c.Config.Labels[sandbox.LabelManaged], Owner: c.Config.Labels[sandbox.LabelSandbox],
 	}
 	want := view{
-		User: "1000:1000", Network: "none",
-		CapDrop: []string{"ALL"}, Security: []string{"no-new-privileges:true"},
+		User: "0:0", Network: "none",
+		CapDrop: []string{"ALL"}, CapAdd: daemonCaps, Security: []string{"no-new-privileges:true"},
 		Init: true, Memory: 2 << 30, Swap: 2 << 30, CPUs: 2e9, Pids: 512,
 		Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,exec,mode=1777,size=512m"},
 		Mounts: []mnt{
@@ -77,7 +77,7 @@ func TestDefaultSandboxHardening(t *testing.T) {
 		},
 		Running:      true,
 		Entrypoint:   []string{"/opt/limbs/limbsd"},
-		Cmd:          []string{"--listen", "unix:///run/limbs/limbsd.sock", "--workdir", "/workspace", "--state-dir", "/run/limbs/state"},
+		Cmd:          []string{"--listen", "unix:///run/limbs/limbsd.sock", "--workdir", "/workspace", "--state-dir", "/run/limbs/state", "--user", "1000:1000"},
 		ManagedLabel: "true", Owner: b.spec.ID,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -99,6 +99,9 @@ func TestDefaultSandboxHardening(t *testing.T) {
 		{"no docker socket", "cat /var/run/docker.sock", func(c int) bool { return c != 0 }, ""},
 		{"no docker socket under /run", "ls /run/docker.sock", func(c int) bool { return c != 0 }, ""},
 		{"no capabilities", "grep CapEff /proc/self/status", func(c int) bool { return c == 0 }, "CapEff:\t0000000000000000"},
+		{"no permitted capabilities", "grep CapPrm /proc/self/status", func(c int) bool { return c == 0 }, "CapPrm:\t0000000000000000"},
+		{"no ambient capabilities", "grep CapAmb /proc/self/status", func(c int) bool { return c == 0 }, "CapAmb:\t0000000000000000"},
+		{"home from the image's passwd", "echo $HOME", func(c int) bool { return c == 0 }, "/home/agent"},
 		{"no new privileges", "grep NoNewPrivs /proc/self/status", func(c int) bool { return c == 0 }, "NoNewPrivs:\t1"},
 		{"loopback only", "ls /sys/class/net", func(c int) bool { return c == 0 }, "lo"},
 		{"limbsd's token is not in the agent's environment", "printenv LIMBS_TOKEN", func(c int) bool { return c != 0 }, ""},

@@ -70,8 +70,9 @@ func checkState(t *testing.T, b *box) {
 	}
 }
 
-// TestKillLimbsd: kill -9 of limbsd by the agent user is reported as
-// daemon_exited, and Start brings the sandbox back with its sessions.
+// TestKillLimbsd: kill -9 of limbsd (by container root: the agent user
+// cannot, see TestAgentCannotTouchLimbsd) is reported as daemon_exited,
+// and Start brings the sandbox back with its sessions.
 func TestKillLimbsd(t *testing.T) {
 	p := newProvider(t)
 	ctx := t.Context()
@@ -81,7 +82,7 @@ func TestKillLimbsd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, code := dockerExec(t, p, b, "", "sh", "-c", "kill -9 $(pgrep -x limbsd)"); code != 0 {
+	if out, code := dockerExec(t, p, b, "0", "sh", "-c", "kill -9 $(pgrep -o -x limbsd)"); code != 0 {
 		t.Fatalf("kill -9 limbsd: exit %d: %s", code, out)
 	}
 	if ev := waitEvent(t, evs, b.spec.ID, EventDied); ev.Reason != ReasonDaemonExited {
@@ -153,12 +154,12 @@ func TestLimbsdOOMKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Any process may make itself (and its own uid's processes) the OOM
-	// killer's first choice; the agent user can do this to limbsd.
-	if out, code := dockerExec(t, p, b, "", "sh", "-c", "echo 1000 > /proc/$(pgrep -x limbsd)/oom_score_adj"); code != 0 {
+	// Container root makes limbsd the OOM killer's first choice (the
+	// agent user no longer can: limbsd is not its process).
+	if out, code := dockerExec(t, p, b, "0", "sh", "-c", "echo 1000 > /proc/$(pgrep -o -x limbsd)/oom_score_adj"); code != 0 {
 		t.Fatalf("oom_score_adj: exit %d: %s", code, out)
 	}
-	dockerExec(t, p, b, "", "python3", "-c", "b = bytearray(1 << 30)")
+	dockerExec(t, p, b, agentUser, "python3", "-c", "b = bytearray(1 << 30)")
 	if ev := waitEvent(t, evs, b.spec.ID, EventDied); ev.Reason != ReasonOOMKilled {
 		t.Errorf("died event reason %q, want %q", ev.Reason, ReasonOOMKilled)
 	}
@@ -222,7 +223,7 @@ func TestRmRfRoot(t *testing.T) {
 	}
 	b.run(t, "echo x > /workspace/lost", 30)
 	// Through docker exec: the command deletes limbsd's socket too.
-	dockerExec(t, p, b, "", "rm", "-rf", "--no-preserve-root", "/")
+	dockerExec(t, p, b, agentUser, "rm", "-rf", "--no-preserve-root", "/")
 
 	if out, code := dockerExec(t, p, b, "0", "sh", "-c", "test -s /etc/passwd && test -x /bin/bash && ls -A /workspace"); code != 0 || strings.TrimSpace(out) != "" {
 		t.Errorf("after rm -rf /: exit %d, workspace listing %q; want the system intact and the workspace empty", code, out)

@@ -15,7 +15,6 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	limbsclient "github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -34,7 +33,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 	if _, err := p.cli.ContainerInspect(ctx, containerName(spec.ID), client.ContainerInspectOptions{}); err == nil {
 		return sandbox.Instance{}, fmt.Errorf("sandbox %q: container %s already exists; remove the sandbox first or use another id: %w", spec.ID, containerName(spec.ID), wire.ErrConflict)
 	}
-	if err := prepareSocketDir(spec.SocketDir, spec.User); err != nil {
+	if err := prepareSocketDir(spec.SocketDir); err != nil {
 		return sandbox.Instance{}, fmt.Errorf("sandbox %q: %w", spec.ID, err)
 	}
 
@@ -124,7 +123,7 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 		return fmt.Errorf("sandbox %q: container %s has no %s label; remove it and create the sandbox again: %w", id, c.ID[:12], labelSocketDir, wire.ErrConflict)
 	}
 	if c.State != nil && c.State.Running {
-		if healthy(ctx, dir) {
+		if p.healthy(ctx, id, dir) {
 			return nil
 		}
 		p.log.Warn("limbsd does not answer in a running sandbox; restarting it", "sandbox", id)
@@ -134,7 +133,7 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 		}
 	}
 	// The host may have cleaned the directory (a tmpfs /run after a reboot).
-	if err := prepareSocketDir(dir, c.Config.User); err != nil {
+	if err := prepareSocketDir(dir); err != nil {
 		return fmt.Errorf("sandbox %q: %w", id, err)
 	}
 	if _, err := p.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
@@ -192,14 +191,21 @@ func (p *Provider) Remove(ctx context.Context, id string) error {
 // cleanSocketDir removes what limbsd put in its socket directory, then the
 // directory if that left it empty. It deletes nothing else, so a control
 // plane that passed a shared directory by mistake loses nothing of its own.
+//
+// The directory's content is the sandbox's to change: each name is removed
+// beneath the directory's descriptor, never through a link.
 func cleanSocketDir(dir string) error {
-	for _, name := range []string{"limbsd.sock", "limbsd.token"} {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	parent, base := filepath.Split(dir)
+	if err := sandbox.CheckBeneath(parent, base); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, name := range []string{"limbsd.sock", "limbsd.token", "state"} {
+		if err := sandbox.RemoveBeneath(parent, filepath.Join(base, name)); err != nil {
 			return err
 		}
-	}
-	if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
-		return err
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
@@ -325,10 +331,7 @@ func (p *Provider) waitReady(ctx context.Context, id, containerID, socketDir str
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadyTimeout)
 	defer cancel()
 	sock := filepath.Join(socketDir, "limbsd.sock")
-	lc, err := limbsclient.New("unix://"+sock, "", "")
-	if err != nil {
-		return err
-	}
+	lc := p.daemonClient(id, socketDir)
 	defer lc.HTTPClient().CloseIdleConnections()
 	delay := 10 * time.Millisecond
 	for {
@@ -338,6 +341,9 @@ func (p *Provider) waitReady(ctx context.Context, id, containerID, socketDir str
 		if herr == nil {
 			return nil
 		}
+		if errors.Is(herr, sandbox.ErrImpostor) {
+			return fmt.Errorf("sandbox %q: %w", id, herr)
+		}
 		// Inspect even when ctx just ended, to say why limbsd is not there.
 		ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		res, err := p.cli.ContainerInspect(ictx, containerID, client.ContainerInspectOptions{})
@@ -346,6 +352,10 @@ func (p *Provider) waitReady(ctx context.Context, id, containerID, socketDir str
 			return engineErr(fmt.Sprintf("sandbox %q: waiting for limbsd", id), err)
 		}
 		if s := res.Container.State; s != nil && !s.Running {
+			if logs := p.logTail(containerID); s.ExitCode == 2 && strings.Contains(logs, "--user") {
+				// limbsd could not resolve the agent's user in the image.
+				return fmt.Errorf("sandbox %q: image %s has no user %q (%s): pass a numeric uid:gid or a user the image has: %w", id, res.Container.Config.Image, userOf(res.Container.Config.Cmd), logs, wire.ErrBadRequest)
+			}
 			return fmt.Errorf("sandbox %q: limbsd exited with code %d (%s) before answering; its last log lines:\n%s: %w",
 				id, s.ExitCode, exitReason(s.ExitCode, s.OOMKilled, false), p.logTail(containerID), wire.ErrUnavailable)
 		}
@@ -360,15 +370,12 @@ func (p *Provider) waitReady(ctx context.Context, id, containerID, socketDir str
 }
 
 // healthy asks limbsd once, on a new connection, whether it answers.
-func healthy(ctx context.Context, socketDir string) bool {
-	lc, err := limbsclient.New("unix://"+filepath.Join(socketDir, "limbsd.sock"), "", "")
-	if err != nil {
-		return false
-	}
+func (p *Provider) healthy(ctx context.Context, id, socketDir string) bool {
+	lc := p.daemonClient(id, socketDir)
 	defer lc.HTTPClient().CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err = lc.Health(ctx)
+	_, err := lc.Health(ctx)
 	return err == nil
 }
 
@@ -390,4 +397,14 @@ func (p *Provider) logTail(containerID string) string {
 		return "(no output)"
 	}
 	return s
+}
+
+// userOf is the --user limbsd was started with.
+func userOf(cmd []string) string {
+	for i, a := range cmd {
+		if a == "--user" && i+1 < len(cmd) {
+			return cmd[i+1]
+		}
+	}
+	return ""
 }

@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -197,10 +196,16 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 		}
 		workdir = real
 	}
-	for _, d := range []string{p.stateDir(spec.ID), workdir, spec.SocketDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return sandbox.Instance{}, fmt.Errorf("creating %s: %w", d, err)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return sandbox.Instance{}, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if spec.Workspace == "" {
+		if err := sandbox.MkdirBeneath(dir, "workspace", 0o700); err != nil {
+			return sandbox.Instance{}, err
 		}
+	}
+	if err := p.prepareDirs(spec); err != nil {
+		return sandbox.Instance{}, err
 	}
 	m := meta{Spec: spec, Isolated: p.bwrap != "", Workdir: workdir}
 	p.mu.Lock()
@@ -223,7 +228,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 func (p *Provider) spawn(m meta) (*proc, error) {
 	dir := p.dir(m.Spec.ID)
 	sock := filepath.Join(m.Spec.SocketDir, "limbsd.sock")
-	_ = os.Remove(sock) // a socket left by a killed daemon
+	// The sandbox writes in both: a link in their place would have limbsd
+	// (the host's user) write wherever it points.
+	if err := p.prepareDirs(m.Spec); err != nil {
+		return nil, err
+	}
+	_ = os.Remove(sock) // a socket left by a killed daemon (unlink never follows a link)
 	args := []string{m.Spec.LimbsdPath,
 		"--listen", "unix://" + sock,
 		"--workdir", m.Workdir,
@@ -312,6 +322,22 @@ func (p *Provider) bwrapArgs(m meta) []string {
 }
 
 func (p *Provider) stateDir(id string) string { return filepath.Join(p.dir(id), "state") }
+
+// prepareDirs creates or checks limbsd's state and socket directories,
+// never following a link in their place.
+func (p *Provider) prepareDirs(spec sandbox.Spec) error {
+	if err := sandbox.MkdirBeneath(p.dir(spec.ID), "state", 0o700); err != nil {
+		return fmt.Errorf("local sandbox %s: %w", spec.ID, err)
+	}
+	parent, base := filepath.Split(spec.SocketDir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("local sandbox %s: socket dir: %w", spec.ID, err)
+	}
+	if err := sandbox.MkdirBeneath(parent, base, 0o700); err != nil {
+		return fmt.Errorf("local sandbox %s: %w", spec.ID, err)
+	}
+	return nil
+}
 
 // sandboxEnv is limbsd's environment, hence every shell's: a small base
 // (nothing of the control plane's own environment, which may hold secrets),
@@ -403,16 +429,17 @@ func (p *Provider) waitHealthy(ctx context.Context, pr *proc) error {
 	defer cancel()
 	sock := filepath.Join(pr.meta.Spec.SocketDir, "limbsd.sock")
 	hc := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
+		DialContext:       p.dialer(pr),
 		DisableKeepAlives: true,
 	}}
 	delay := 2 * time.Millisecond
 	for {
-		if err := health(ctx, hc); err == nil {
+		err := health(ctx, hc)
+		if err == nil {
 			return nil
+		}
+		if errors.Is(err, sandbox.ErrImpostor) {
+			return fmt.Errorf("sandbox %s: %w", pr.meta.Spec.ID, err)
 		}
 		select {
 		case <-pr.done:
