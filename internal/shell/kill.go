@@ -166,8 +166,13 @@ type procGroup struct {
 	self, selfPgrp, selfSid int
 	tty                     uint64
 	ttyPath                 string
-	known                   map[int]uint64 // pid → start time of every member seen
-	sids, pgrps             map[int]bool
+	// pidNS is the daemon's PID namespace: a terminal's number is unique
+	// only within one devpts instance, and every container and bubblewrap
+	// sandbox on the host mounts its own, so a process of another
+	// namespace that shows the same number is someone else's.
+	pidNS       string
+	known       map[int]uint64 // pid → start time of every member seen
+	sids, pgrps map[int]bool
 }
 
 func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
@@ -180,6 +185,7 @@ func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
 	}
 	if tty != 0 {
 		g.ttyPath = "/dev/pts/" + strconv.FormatUint(uint64(unix.Minor(tty)), 10)
+		g.pidNS, _ = os.Readlink("/proc/self/ns/pid")
 	}
 	// An unreaped shell's pid is not reused, and the kernel keeps a
 	// session or process group id allocated while a process uses it: the
@@ -239,7 +245,7 @@ func (g *procGroup) scan(deep bool) []procStat {
 	if deep && g.ttyPath != "" {
 		holders = map[int]bool{}
 		for _, st := range stats {
-			if !in[st.pid] && !g.otherShell(st) && g.holdsTerminal(st.pid) {
+			if !in[st.pid] && !g.otherShell(st) && g.ours(st.pid) && g.holdsTerminal(st.pid) {
 				holders[st.pid] = true
 			}
 		}
@@ -252,13 +258,23 @@ func (g *procGroup) scan(deep bool) []procStat {
 				continue
 			}
 			if g.sids[st.session] || g.pgrps[st.pgrp] || in[st.ppid] ||
-				(g.tty != 0 && st.tty == g.tty) || holders[st.pid] {
+				(g.tty != 0 && st.tty == g.tty && g.ours(st.pid)) || holders[st.pid] {
 				add(st)
 				changed = true
 			}
 		}
 	}
 	return out
+}
+
+// ours reports whether pid is in the daemon's PID namespace, where the
+// session's terminal number means the session's terminal.
+func (g *procGroup) ours(pid int) bool {
+	if g.pidNS == "" {
+		return false
+	}
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	return err == nil && ns == g.pidNS
 }
 
 // holdsTerminal reports whether pid has the session's terminal open.
