@@ -31,11 +31,11 @@ func dockerOrSkip(t testing.TB) *docker.Provider {
 	}
 	p, err := docker.New(context.Background(), docker.Options{})
 	if err != nil {
-		t.Skip("docker tests skipped: no Docker engine (run scripts/docker-up.sh)")
+		testbin.NoDocker(t, "no Docker engine answers (run scripts/docker-up.sh)")
 	}
 	t.Cleanup(func() { p.Close() })
 	if exec.Command("docker", "image", "inspect", docker.DefaultImage).Run() != nil {
-		t.Skip("docker tests skipped: image " + docker.DefaultImage + " or the docker CLI missing (run scripts/build-base-image.sh)")
+		testbin.NoDocker(t, "image "+docker.DefaultImage+" or the docker CLI missing (run scripts/build-base-image.sh)")
 	}
 	return p
 }

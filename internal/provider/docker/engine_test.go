@@ -42,11 +42,11 @@ func newProvider(t testing.TB) *Provider {
 	ctx := t.Context()
 	p, err := New(ctx, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		t.Skip("docker tests skipped: no Docker engine (run scripts/docker-up.sh)")
+		testbin.NoDocker(t, "no Docker engine answers (run scripts/docker-up.sh)")
 	}
 	t.Cleanup(func() { p.Close() })
 	if _, err := p.cli.ImageInspect(ctx, DefaultImage); err != nil {
-		t.Skip("docker tests skipped: image " + DefaultImage + " missing (run scripts/build-base-image.sh)")
+		testbin.NoDocker(t, "image "+DefaultImage+" missing (run scripts/build-base-image.sh)")
 	}
 	return p
 }
