@@ -136,6 +136,9 @@ func (p *proc) killTree() error {
 		defer unix.Close(held)
 	}
 	g := newProcGroup(p.pid, tty, !isClosed(p.exited))
+	if tty != 0 {
+		g.ttyDev, g.ttyIno = p.ttyDev, p.ttyIno
+	}
 	stopped := g.stop(time.Now().Add(killStopWait))
 	left := g.kill(time.Now().Add(killWait))
 	t := time.NewTimer(killWait)
@@ -166,8 +169,13 @@ type procGroup struct {
 	self, selfPgrp, selfSid int
 	tty                     uint64
 	ttyPath                 string
-	known                   map[int]uint64 // pid → start time of every member seen
-	sids, pgrps             map[int]bool
+	// The terminal's inode (its devpts instance and number): a terminal
+	// number is unique only within one devpts instance, and every
+	// container has its own.
+	ttyDev, ttyIno uint64
+	mntNS          string         // the daemon's mount namespace (/proc/self/ns/mnt)
+	known          map[int]uint64 // pid → start time of every member seen
+	sids, pgrps    map[int]bool
 }
 
 func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
@@ -180,6 +188,7 @@ func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
 	}
 	if tty != 0 {
 		g.ttyPath = "/dev/pts/" + strconv.FormatUint(uint64(unix.Minor(tty)), 10)
+		g.mntNS, _ = os.Readlink("/proc/self/ns/mnt")
 	}
 	// An unreaped shell's pid is not reused, and the kernel keeps a
 	// session or process group id allocated while a process uses it: the
@@ -252,7 +261,7 @@ func (g *procGroup) scan(deep bool) []procStat {
 				continue
 			}
 			if g.sids[st.session] || g.pgrps[st.pgrp] || in[st.ppid] ||
-				(g.tty != 0 && st.tty == g.tty) || holders[st.pid] {
+				(g.tty != 0 && st.tty == g.tty && g.sameMounts(st.pid)) || holders[st.pid] {
 				add(st)
 				changed = true
 			}
@@ -272,10 +281,27 @@ func (g *procGroup) holdsTerminal(pid int) bool {
 	names, _ := f.Readdirnames(4096)
 	for _, n := range names {
 		if l, err := os.Readlink(dir + "/" + n); err == nil && l == g.ttyPath {
-			return true
+			// The same name may be another devpts instance's terminal
+			// (another container's): only the same inode is ours.
+			var st unix.Stat_t
+			if unix.Stat(dir+"/"+n, &st) == nil && st.Ino == g.ttyIno && uint64(st.Dev) == g.ttyDev {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// sameMounts reports whether pid sees the daemon's file systems, and so
+// its devpts instance: a controlling terminal is known in /proc only by
+// its number, which another container's terminal can share. A process
+// whose namespace cannot be read is not counted by its terminal.
+func (g *procGroup) sameMounts(pid int) bool {
+	if g.mntNS == "" {
+		return false
+	}
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	return err == nil && ns == g.mntNS
 }
 
 // halted: stopped, traced, or dead; none of them can fork.
