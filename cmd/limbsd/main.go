@@ -128,6 +128,13 @@ func run(args []string) int {
 	// runs have no business holding the key to the daemon.
 	os.Unsetenv("LIMBS_TOKEN")
 	agent, err := agentIdentity(cfg.user)
+	if errors.Is(err, errRootAgentReexec) {
+		env := os.Environ()
+		if cfg.token != "" {
+			env = append(env, "LIMBS_TOKEN="+cfg.token)
+		}
+		err = reexecWithoutCaps(agent, env)
+	}
 	if err != nil {
 		// Exit code 2: what limbsd was asked is wrong, retrying cannot help.
 		log.Error("limbsd cannot start", "err", err)
