@@ -238,7 +238,13 @@ func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerC
 	case wsVolume:
 		ws = mount.Mount{Type: mount.TypeVolume, Source: spec.Workspace, Target: Workspace}
 	case wsHostDir:
-		ws = mount.Mount{Type: mount.TypeBind, Source: spec.Workspace, Target: Workspace}
+		// The resolved path (validate checked it): Start checks that it
+		// still resolves to itself.
+		src := spec.Workspace
+		if r, err := filepath.EvalSymlinks(src); err == nil {
+			src = r
+		}
+		ws = mount.Mount{Type: mount.TypeBind, Source: src, Target: Workspace}
 	}
 
 	env := make([]string, 0, len(spec.Env)+2)
