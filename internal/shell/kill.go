@@ -35,10 +35,13 @@ import (
 //     (a process that called setsid() leaves the shell's session, not the
 //     tree);
 //   - a member as parent (/proc/PID/stat ppid), followed to a fixed point;
-//   - the session's terminal as controlling terminal;
+//   - the session's terminal as controlling terminal, in the daemon's
+//     mount namespace (/proc names a controlling terminal only by its
+//     number, which a terminal of another devpts instance, another
+//     container's, shares);
 //   - and, in the first scan and the one that confirms a phase is over,
-//     the terminal open on a descriptor (a daemonised child re-parented to
-//     init that still writes to the terminal).
+//     the terminal open on a descriptor, the same inode (a daemonised
+//     child re-parented to init that still writes to the terminal).
 //
 // A member is remembered by pid and start time, so a reused pid is never
 // signalled. Never a member: the daemon, its session and process group,
