@@ -281,7 +281,9 @@ func (g *procGroup) holdsTerminal(pid int) bool {
 		return false // gone, or not ours to read
 	}
 	defer f.Close()
-	names, _ := f.Readdirnames(4096)
+	// Every descriptor: a holder may keep the terminal past the first
+	// thousands (its descriptor limit bounds the reading).
+	names, _ := f.Readdirnames(-1)
 	for _, n := range names {
 		if l, err := os.Readlink(dir + "/" + n); err == nil && l == g.ttyPath {
 			// The same name may be another devpts instance's terminal
