@@ -62,6 +62,14 @@ func agentIdentity(spec string) (*shell.Identity, error) {
 			}
 		}
 	}
+	if uid == 0 && os.Geteuid() == 0 {
+		// A root agent is limbsd's own user, without limbsd's
+		// capabilities.
+		if err := rootAgent(id); err != nil {
+			return id, err
+		}
+		return nil, nil
+	}
 	if uid == os.Geteuid() && id.GID == os.Getegid() {
 		return nil, nil
 	}

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/limbs-dev/limbs/internal/files"
 	"github.com/limbs-dev/limbs/internal/runtime"
 	"github.com/limbs-dev/limbs/internal/shell"
@@ -56,6 +58,11 @@ type config struct {
 
 func main() {
 	if os.Getenv(files.WorkerEnv) != "" {
+		// The worker runs as the agent: not dumpable, so that the agent
+		// cannot trace it nor take its descriptors (limbsd passes every
+		// file API connection over descriptor 3, and its standard error
+		// is limbsd's log), only kill it.
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 		os.Exit(runFilesWorker(os.Args[1:]))
 	}
 	if os.Getpid() == 1 && os.Getenv(childEnv) == "" {
@@ -128,6 +135,13 @@ func run(args []string) int {
 	// runs have no business holding the key to the daemon.
 	os.Unsetenv("LIMBS_TOKEN")
 	agent, err := agentIdentity(cfg.user)
+	if errors.Is(err, errRootAgentReexec) {
+		env := os.Environ()
+		if cfg.token != "" {
+			env = append(env, "LIMBS_TOKEN="+cfg.token)
+		}
+		err = reexecWithoutCaps(agent, env)
+	}
 	if err != nil {
 		// Exit code 2: what limbsd was asked is wrong, retrying cannot help.
 		log.Error("limbsd cannot start", "err", err)

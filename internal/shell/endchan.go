@@ -148,7 +148,7 @@ func (c *endChan) backstop() {
 // shell's matches want.
 func (c *endChan) drainLocked(limit int, want func(endMsg) bool) {
 	for i := 0; i < limit && c.fd >= 0 && !c.lost; i++ {
-		n, oobn, flags, _, err := unix.Recvmsg(c.fd, c.buf, c.oob, unix.MSG_DONTWAIT)
+		n, oobn, flags, _, err := unix.Recvmsg(c.fd, c.buf, c.oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 		switch err {
 		case nil:
 		case unix.EINTR:
@@ -165,6 +165,9 @@ func (c *endChan) drainLocked(limit int, want func(endMsg) bool) {
 			c.lost = true
 			return
 		}
+		// Any process holding the channel can pass descriptors with a
+		// message; the kernel has installed them in the daemon already.
+		closeRights(c.oob[:oobn])
 		pid := credPid(c.oob[:oobn])
 		if pid != c.pid || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 			c.drop(pid, "not from the shell")
@@ -203,6 +206,22 @@ func credPid(oob []byte) int {
 		}
 	}
 	return -1
+}
+
+// closeRights closes the descriptors an SCM_RIGHTS control message
+// installed.
+func closeRights(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for i := range msgs {
+		if fds, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}
 }
 
 // parseEndMsg reads "E SEQ STATUS CWD" or "X SEQ CWD" (CWD may be empty

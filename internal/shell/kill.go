@@ -35,10 +35,13 @@ import (
 //     (a process that called setsid() leaves the shell's session, not the
 //     tree);
 //   - a member as parent (/proc/PID/stat ppid), followed to a fixed point;
-//   - the session's terminal as controlling terminal;
+//   - the session's terminal as controlling terminal, in the daemon's
+//     mount namespace (/proc names a controlling terminal only by its
+//     number, which a terminal of another devpts instance, another
+//     container's, shares);
 //   - and, in the first scan and the one that confirms a phase is over,
-//     the terminal open on a descriptor (a daemonised child re-parented to
-//     init that still writes to the terminal).
+//     the terminal open on a descriptor, the same inode (a daemonised
+//     child re-parented to init that still writes to the terminal).
 //
 // A member is remembered by pid and start time, so a reused pid is never
 // signalled. Never a member: the daemon, its session and process group,
@@ -136,6 +139,9 @@ func (p *proc) killTree() error {
 		defer unix.Close(held)
 	}
 	g := newProcGroup(p.pid, tty, !isClosed(p.exited))
+	if tty != 0 {
+		g.ttyDev, g.ttyIno = p.ttyDev, p.ttyIno
+	}
 	stopped := g.stop(time.Now().Add(killStopWait))
 	left := g.kill(time.Now().Add(killWait))
 	t := time.NewTimer(killWait)
@@ -166,13 +172,13 @@ type procGroup struct {
 	self, selfPgrp, selfSid int
 	tty                     uint64
 	ttyPath                 string
-	// pidNS is the daemon's PID namespace: a terminal's number is unique
-	// only within one devpts instance, and every container and bubblewrap
-	// sandbox on the host mounts its own, so a process of another
-	// namespace that shows the same number is someone else's.
-	pidNS       string
-	known       map[int]uint64 // pid → start time of every member seen
-	sids, pgrps map[int]bool
+	// The terminal's inode (its devpts instance and number): a terminal
+	// number is unique only within one devpts instance, and every
+	// container has its own.
+	ttyDev, ttyIno uint64
+	mntNS          string         // the daemon's mount namespace (/proc/self/ns/mnt)
+	known          map[int]uint64 // pid → start time of every member seen
+	sids, pgrps    map[int]bool
 }
 
 func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
@@ -185,7 +191,7 @@ func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
 	}
 	if tty != 0 {
 		g.ttyPath = "/dev/pts/" + strconv.FormatUint(uint64(unix.Minor(tty)), 10)
-		g.pidNS, _ = os.Readlink("/proc/self/ns/pid")
+		g.mntNS, _ = os.Readlink("/proc/self/ns/mnt")
 	}
 	// An unreaped shell's pid is not reused, and the kernel keeps a
 	// session or process group id allocated while a process uses it: the
@@ -245,7 +251,7 @@ func (g *procGroup) scan(deep bool) []procStat {
 	if deep && g.ttyPath != "" {
 		holders = map[int]bool{}
 		for _, st := range stats {
-			if !in[st.pid] && !g.otherShell(st) && g.ours(st.pid) && g.holdsTerminal(st.pid) {
+			if !in[st.pid] && !g.otherShell(st) && g.holdsTerminal(st.pid) {
 				holders[st.pid] = true
 			}
 		}
@@ -258,23 +264,13 @@ func (g *procGroup) scan(deep bool) []procStat {
 				continue
 			}
 			if g.sids[st.session] || g.pgrps[st.pgrp] || in[st.ppid] ||
-				(g.tty != 0 && st.tty == g.tty && g.ours(st.pid)) || holders[st.pid] {
+				(g.tty != 0 && st.tty == g.tty && g.sameMounts(st.pid)) || holders[st.pid] {
 				add(st)
 				changed = true
 			}
 		}
 	}
 	return out
-}
-
-// ours reports whether pid is in the daemon's PID namespace, where the
-// session's terminal number means the session's terminal.
-func (g *procGroup) ours(pid int) bool {
-	if g.pidNS == "" {
-		return false
-	}
-	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
-	return err == nil && ns == g.pidNS
 }
 
 // holdsTerminal reports whether pid has the session's terminal open.
@@ -285,13 +281,32 @@ func (g *procGroup) holdsTerminal(pid int) bool {
 		return false // gone, or not ours to read
 	}
 	defer f.Close()
-	names, _ := f.Readdirnames(4096)
+	// Every descriptor: a holder may keep the terminal past the first
+	// thousands (its descriptor limit bounds the reading).
+	names, _ := f.Readdirnames(-1)
 	for _, n := range names {
 		if l, err := os.Readlink(dir + "/" + n); err == nil && l == g.ttyPath {
-			return true
+			// The same name may be another devpts instance's terminal
+			// (another container's): only the same inode is ours.
+			var st unix.Stat_t
+			if unix.Stat(dir+"/"+n, &st) == nil && st.Ino == g.ttyIno && uint64(st.Dev) == g.ttyDev {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// sameMounts reports whether pid sees the daemon's file systems, and so
+// its devpts instance: a controlling terminal is known in /proc only by
+// its number, which another container's terminal can share. A process
+// whose namespace cannot be read is not counted by its terminal.
+func (g *procGroup) sameMounts(pid int) bool {
+	if g.mntNS == "" {
+		return false
+	}
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	return err == nil && ns == g.mntNS
 }
 
 // halted: stopped, traced, or dead; none of them can fork.

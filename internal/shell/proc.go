@@ -21,7 +21,9 @@ type proc struct {
 	ptmx *os.File
 	pid  int
 	tty  uint64 // device number of the terminal, to recognise it in /proc
-	bash bool
+	// The terminal's inode: device of its devpts instance, and number.
+	ttyDev, ttyIno uint64
+	bash           bool
 	// done is closed once the read loop has drained the terminal and the
 	// process has been waited for; status is valid then.
 	done   chan struct{}
@@ -86,7 +88,7 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 		ptmx.Close()
 		return nil, fmt.Errorf("giving the terminal to uid %d: %w", agent.UID, err)
 	}
-	p := &proc{ptmx: ptmx, tty: st.Rdev, bash: isBash(shellPath), done: make(chan struct{}), ready: make(chan struct{})}
+	p := &proc{ptmx: ptmx, tty: st.Rdev, ttyDev: uint64(st.Dev), ttyIno: st.Ino, bash: isBash(shellPath), done: make(chan struct{}), ready: make(chan struct{})}
 	var args []string
 	if p.bash {
 		args = []string{"--norc", "--noprofile", "-i"}

@@ -188,19 +188,30 @@ func checkHostWorkspace(dir string) error {
 
 // parseUser returns the numeric uid and gid of a "uid[:gid]" user, and
 // ok=false for names, which only the image's /etc/passwd can resolve.
+//
+// The name root is uid (and group) 0 in every image: a sandbox whose
+// User is "root" must get what "0:0" gets (no capability, see
+// createOptions), not limbsd's capabilities.
 func parseUser(user string) (uid, gid int, ok bool) {
 	u, g, hasGroup := strings.Cut(user, ":")
-	uid, err := strconv.Atoi(u)
+	uid, err := atoiOrRoot(u)
 	if err != nil || uid < 0 {
 		return 0, 0, false
 	}
 	gid = uid
 	if hasGroup {
-		if gid, err = strconv.Atoi(g); err != nil || gid < 0 {
+		if gid, err = atoiOrRoot(g); err != nil || gid < 0 {
 			return 0, 0, false
 		}
 	}
 	return uid, gid, true
+}
+
+func atoiOrRoot(s string) (int, error) {
+	if s == "root" {
+		return 0, nil
+	}
+	return strconv.Atoi(s)
 }
 
 // createOptions turns a defaulted, valid spec into the engine's create
@@ -227,7 +238,13 @@ func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerC
 	case wsVolume:
 		ws = mount.Mount{Type: mount.TypeVolume, Source: spec.Workspace, Target: Workspace}
 	case wsHostDir:
-		ws = mount.Mount{Type: mount.TypeBind, Source: spec.Workspace, Target: Workspace}
+		// The resolved path (validate checked it): Start checks that it
+		// still resolves to itself.
+		src := spec.Workspace
+		if r, err := filepath.EvalSymlinks(src); err == nil {
+			src = r
+		}
+		ws = mount.Mount{Type: mount.TypeBind, Source: src, Target: Workspace}
 	}
 
 	env := make([]string, 0, len(spec.Env)+2)

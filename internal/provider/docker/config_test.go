@@ -205,6 +205,10 @@ func TestParseUser(t *testing.T) {
 		{"agent", 0, 0, false},
 		{"1000:agent", 0, 0, false},
 		{"-1", 0, 0, false},
+		{"root", 0, 0, true},
+		{"root:root", 0, 0, true},
+		{"0:root", 0, 0, true},
+		{"root:50", 0, 50, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/limbs-dev/limbs/internal/sandbox"
@@ -136,10 +137,40 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 	if err := prepareSocketDir(dir); err != nil {
 		return fmt.Errorf("sandbox %q: %w", id, err)
 	}
+	if err := checkWorkspaceMount(c); err != nil {
+		return fmt.Errorf("sandbox %q: %w", id, err)
+	}
 	if _, err := p.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		return engineErr(fmt.Sprintf("sandbox %q: starting container", id), err)
 	}
 	return p.waitReady(ctx, id, c.ID, dir)
+}
+
+// checkWorkspaceMount checks a host workspace again before every start:
+// the engine resolves a bind mount's source each time it starts the
+// container, and a directory checked at Create may since have become a
+// symbolic link (replaced by another sandbox whose workspace holds it, or
+// by anyone who can write its parent), which would give this sandbox the
+// directory it points to (/etc, /root). The source stored at Create is
+// the resolved path, so it must still resolve to itself and pass the
+// checks of Create.
+func checkWorkspaceMount(c container.InspectResponse) error {
+	if c.HostConfig == nil {
+		return nil
+	}
+	for _, m := range c.HostConfig.Mounts {
+		if m.Target != Workspace || m.Type != mount.TypeBind {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(m.Source)
+		if err == nil && real != m.Source {
+			return fmt.Errorf("host workspace %s now resolves to %s: a component became a symbolic link after the sandbox was created; it is not started, so that it cannot get that directory; restore the directory, or remove the sandbox: %w", m.Source, real, sandbox.ErrUnsafe)
+		}
+		if err := checkHostWorkspace(m.Source); err != nil {
+			return fmt.Errorf("host workspace %s: %w", m.Source, err)
+		}
+	}
+	return nil
 }
 
 // Stop stops a sandbox: SIGTERM to limbsd through the init, SIGKILL after

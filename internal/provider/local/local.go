@@ -233,6 +233,9 @@ func (p *Provider) spawn(m meta) (*proc, error) {
 	if err := p.prepareDirs(m.Spec); err != nil {
 		return nil, err
 	}
+	if err := p.checkWorkdir(m); err != nil {
+		return nil, err
+	}
 	_ = os.Remove(sock) // a socket left by a killed daemon (unlink never follows a link)
 	args := []string{m.Spec.LimbsdPath,
 		"--listen", "unix://" + sock,
@@ -319,6 +322,30 @@ func (p *Provider) bwrapArgs(m meta) []string {
 		a = append(a, "--unshare-net")
 	}
 	return append(a, "--")
+}
+
+// checkWorkdir checks the workspace again before every start of the
+// daemon: a host workspace checked at Create may since have become a
+// symbolic link (replaced by another sandbox whose workspace holds it),
+// which limbsd and bubblewrap's --bind would follow. Create stored the
+// resolved path: it must still resolve to itself and pass the checks of
+// Create; the provider's own workspace must still be a directory of its
+// own.
+func (p *Provider) checkWorkdir(m meta) error {
+	if m.Spec.Workspace == "" {
+		if err := sandbox.CheckBeneath(p.dir(m.Spec.ID), "workspace"); err != nil {
+			return fmt.Errorf("local sandbox %s: %w", m.Spec.ID, err)
+		}
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(m.Workdir)
+	if err == nil && real != m.Workdir {
+		return fmt.Errorf("local sandbox %s: host workspace %s now resolves to %s: a component became a symbolic link after the sandbox was created; it is not started, so that it cannot get that directory; restore the directory, or remove the sandbox: %w", m.Spec.ID, m.Workdir, real, sandbox.ErrUnsafe)
+	}
+	if _, err := (sandbox.WorkspacePolicy{Private: p.opts.Hide}).CheckHostWorkspace(m.Workdir); err != nil {
+		return fmt.Errorf("local sandbox %s: %w", m.Spec.ID, err)
+	}
+	return nil
 }
 
 func (p *Provider) stateDir(id string) string { return filepath.Join(p.dir(id), "state") }
