@@ -88,6 +88,33 @@ func TestSandboxNames(t *testing.T) {
 	}
 }
 
+// TestSandboxEnv: env entries no process can carry, and the names limbs
+// starts limbsd with, are a 400 that says what to change (a NUL in a name
+// was a 500, and LIMBSD_FILES_WORKER made limbsd start as its own worker).
+func TestSandboxEnv(t *testing.T) {
+	fp := newFakeProvider()
+	t.Cleanup(fp.closeAll)
+	h := startOpts(t, fp, Options{})
+	if _, err := h.tryCreate(wire.CreateSandbox{Env: map[string]string{"GOOD_1": "a=b c"}}); err != nil {
+		t.Fatalf("a plain env entry: %v", err)
+	}
+	for what, env := range map[string]map[string]string{
+		"nul in name":   {"A\x00B": "x"},
+		"equals":        {"A=B": "x"},
+		"digit first":   {"1A": "x"},
+		"empty":         {"": "x"},
+		"worker marker": {"LIMBSD_FILES_WORKER": "1"},
+		"token":         {"LIMBS_TOKEN": "t"},
+		"nul in value":  {"A": "x\x00y"},
+	} {
+		t.Run(what, func(t *testing.T) {
+			if _, err := h.tryCreate(wire.CreateSandbox{Env: env}); !errors.Is(err, wire.ErrBadRequest) {
+				t.Fatalf("env %q: %v, want 400 bad_request", env, err)
+			}
+		})
+	}
+}
+
 // TestHostWorkspacePolicy: through the HTTP API, host directories that
 // would give a sandbox the host (system paths, the control plane's own
 // state) are refused however they are spelled, and --workspace-root

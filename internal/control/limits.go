@@ -3,6 +3,8 @@ package control
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -20,12 +22,36 @@ func (s *Server) checkRequest(req *wire.CreateSandbox) error {
 			return err
 		}
 	}
+	for k, v := range req.Env {
+		if err := checkEnv(k, v); err != nil {
+			return err
+		}
+	}
 	if filepath.IsAbs(req.Workspace) {
 		real, err := s.workspacePolicy().CheckHostWorkspace(req.Workspace)
 		if err != nil {
 			return err
 		}
 		req.Workspace = real
+	}
+	return nil
+}
+
+// envName is what a shell can export: the other names (NUL, '=', a
+// newline) would reach the engine or the kernel broken.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkEnv refuses environment entries a sandbox cannot be given: names a
+// shell cannot hold, values with NUL, and the names limbs itself uses to
+// start limbsd (LIMBS_TOKEN, LIMBSD_*), which would change how it starts.
+func checkEnv(k, v string) error {
+	switch {
+	case !envName.MatchString(k):
+		return fmt.Errorf("env name %q: use letters, digits and '_', not starting with a digit: %w", k, wire.ErrBadRequest)
+	case k == "LIMBS_TOKEN" || strings.HasPrefix(k, "LIMBSD_"):
+		return fmt.Errorf("env name %q is limbs' own (LIMBS_TOKEN, LIMBSD_*); pick another name: %w", k, wire.ErrBadRequest)
+	case strings.ContainsRune(v, 0):
+		return fmt.Errorf("env %s: the value holds a NUL byte, which no process environment can carry: %w", k, wire.ErrBadRequest)
 	}
 	return nil
 }
