@@ -192,31 +192,50 @@ func (s *Session) waiting(c *command) bool {
 	// The program went to sleep after printing all it printed. If that
 	// was the end of the command (the shell back at its prompt), the end
 	// marker is in the terminal or in the read loop's hands: give it the
-	// moment it takes to arrive before calling this a prompt.
-	deadline := time.Now().Add(200 * time.Millisecond)
-	settledAt := time.Time{}
-	for time.Now().Before(deadline) {
+	// moment it takes to arrive before calling this a prompt. Settled is
+	// nothing unread in the terminal and no new output for settleOut;
+	// each wait ends early on output or on the command's end, and the
+	// checks back off, so a check costs a few wake-ups, not one a
+	// millisecond.
+	deadline := time.NewTimer(200 * time.Millisecond)
+	defer deadline.Stop()
+	backoff := time.Millisecond
+	for range 64 {
+		s.waitChecks.Add(1)
+		end, ch := s.out.changed()
+		pause := backoff
+		quiet := p.unread() == 0
+		if quiet {
+			pause = settleOut
+		} else {
+			backoff = min(2*backoff, settleOut)
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-c.done:
+			t.Stop()
 			return false
-		default:
+		case <-deadline.C:
+			t.Stop()
+			return !isClosed(c.done)
+		case <-ch:
+			t.Stop()
+			continue
+		case <-t.C:
 		}
-		if p.unread() == 0 {
-			if settledAt.IsZero() {
-				settledAt = time.Now()
-			} else if time.Since(settledAt) > 10*time.Millisecond {
+		if quiet && p.unread() == 0 {
+			if now, _ := s.out.changed(); now == end {
 				break
 			}
 		}
-		time.Sleep(time.Millisecond)
 	}
-	select {
-	case <-c.done:
-		return false
-	default:
-		return true
-	}
+	return !isClosed(c.done)
 }
+
+// settleOut is how long the terminal stays quiet before a program asleep
+// in a read of it is taken to wait for input rather than to be the end of
+// the command whose marker is on its way.
+const settleOut = 10 * time.Millisecond
 
 // result reports c, handing over the output not returned before.
 func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
@@ -539,7 +558,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 		return wire.Result{}, err
 	}
 	s.mu.Lock()
-	b, err := encodeInput(req.Text, req.Keys, s.parser.appCursor, s.parser.paste)
+	b, err := encodeInput(req.Text, req.Keys, s.parser.appCursor.Load(), s.parser.paste.Load())
 	c := s.cur
 	seq := s.seq
 	before := s.out.size()

@@ -54,6 +54,8 @@ type Session struct {
 	lastOut atomic.Int64 // unix nanoseconds of the newest output
 	lastIn  atomic.Int64 // unix nanoseconds of the newest input
 
+	waitChecks atomic.Int64 // rounds of waiting()'s settle loop (tests)
+
 	startMu sync.Mutex // serialises shell starts
 	writeMu sync.Mutex // serialises writes to the terminal
 
@@ -86,6 +88,10 @@ type Session struct {
 
 	persistC    chan struct{}
 	stopPersist chan struct{}
+
+	closeMu   sync.Mutex // serialises close; guards the two below
+	closeDone bool
+	removed   bool
 
 	persistMu sync.Mutex // serialises writeState and guards the three below
 	savedEnv  []byte
@@ -778,8 +784,22 @@ func (s *Session) NewReader(from int64) (*StreamReader, error) {
 	return &StreamReader{s: s.out, off: from}, nil
 }
 
-// close ends the session's shell; remove also deletes its state.
+// close ends the session's shell; remove also deletes its state. It runs
+// once: a second call (Delete racing the daemon's Close) waits for the
+// first, and removes the state if it asks to and the first did not.
 func (s *Session) close(remove bool) {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closeDone {
+		if remove && !s.removed {
+			s.mu.Lock()
+			s.deleted = true
+			s.mu.Unlock()
+			s.removeState()
+		}
+		return
+	}
+	s.closeDone = true
 	s.mu.Lock()
 	s.closing = true
 	s.deleted = remove
@@ -817,11 +837,17 @@ func (s *Session) close(remove bool) {
 	s.emu.Close()
 	s.emuMu.Unlock()
 	if remove {
-		_ = os.RemoveAll(s.dir)
-		_ = os.RemoveAll(s.rdir)
-		s.out.dropDisk()
-		s.logs.drop()
+		s.removeState()
 	}
+}
+
+// removeState deletes what a removed session kept on disk; closeMu is held.
+func (s *Session) removeState() {
+	s.removed = true
+	_ = os.RemoveAll(s.dir)
+	_ = os.RemoveAll(s.rdir)
+	s.out.dropDisk()
+	s.logs.drop()
 }
 
 // persist asks the persist loop to save the session's state; it never
