@@ -516,8 +516,8 @@ func (s *Session) renderText(t *screen.Text, from, to int64, maxOut int) (string
 	return text, truncated
 }
 
-// stop interrupts c: SIGINT to the foreground job, then SIGTERM, then
-// SIGKILL to its process group, and as a last resort the whole shell.
+// stop interrupts c: SIGINT to the foreground job, then SIGTERM, then the
+// hard stop that ends the rest of the command text too (stopcmd.go).
 func (s *Session) stop(c *command, why string) {
 	s.mu.Lock()
 	if c.ended || c.stopping != "" {
@@ -526,25 +526,54 @@ func (s *Session) stop(c *command, why string) {
 	}
 	c.stopping = why
 	p := s.p
+	typed := c.typedAt
 	s.mu.Unlock()
 	if p == nil {
 		return
 	}
-	steps := []struct {
-		sig   syscall.Signal
-		grace time.Duration
-	}{{syscall.SIGINT, graceInt}, {syscall.SIGTERM, graceTerm}, {syscall.SIGKILL, 2 * time.Second}}
-	for _, st := range steps {
-		p.signalForeground(st.sig)
+	since := ticksAt(typed)
+	jobs := map[int]bool{} // the command's foreground jobs seen
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
 		select {
 		case <-c.done:
-			return
+			return true
 		case <-p.done:
-			return
-		case <-time.After(st.grace):
+			return true
+		case <-t.C:
+			return false
 		}
 	}
-	s.log.Warn("command survived SIGKILL of its process group; killing the shell", "command", c.id)
+	for _, st := range []struct {
+		sig   syscall.Signal
+		grace time.Duration
+	}{{syscall.SIGINT, graceInt}, {syscall.SIGTERM, graceTerm}} {
+		if pg := p.foreground(); pg > 0 && pg != p.pid {
+			jobs[pg] = true
+		}
+		p.signalForeground(st.sig)
+		if wait(st.grace) {
+			// What the job left behind in its process groups (children
+			// that ignore SIGINT) goes with it.
+			if len(jobs) > 0 && isClosed(c.done) {
+				p.killCommandProcs(since, jobs, time.Now().Add(killWait))
+			}
+			return
+		}
+	}
+	// The hard stop: the shell is told first, so that it abandons the
+	// rest of the command once its processes are gone.
+	p.interruptShell()
+	if !p.killCommandProcs(since, nil, time.Now().Add(killWait)) {
+		s.log.Warn("command's processes survived SIGKILL; killing the shell", "command", c.id)
+		p.killTree()
+		return
+	}
+	if wait(graceTerm) {
+		return
+	}
+	s.log.Warn("the shell did not come back to its prompt after its command was killed; killing the shell", "command", c.id)
 	p.killTree()
 }
 
