@@ -253,6 +253,9 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	} else {
 		r.Status = wire.StatusRunning
 		r.WaitingForInput = waiting
+		if waiting && s.p != nil {
+			r.EchoOff = s.p.echoOff()
+		}
 		r.DurationMs = time.Since(c.typedAt).Milliseconds()
 		if c.started {
 			from, to = c.returned, s.out.size()

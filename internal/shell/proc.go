@@ -17,11 +17,12 @@ import (
 
 // proc is one incarnation of a session's shell.
 type proc struct {
-	cmd  *exec.Cmd
-	ptmx *os.File
-	pid  int
-	tty  uint64 // device number of the terminal, to recognise it in /proc
-	bash bool
+	cmd   *exec.Cmd
+	ptmx  *os.File
+	pid   int
+	tty   uint64 // device number of the terminal, to recognise it in /proc
+	ttyFS uint64 // device of the devpts instance the terminal is on
+	bash  bool
 	// done is closed once the read loop has drained the terminal and the
 	// process has been waited for; status is valid then.
 	done   chan struct{}
@@ -86,7 +87,7 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 		ptmx.Close()
 		return nil, fmt.Errorf("giving the terminal to uid %d: %w", agent.UID, err)
 	}
-	p := &proc{ptmx: ptmx, tty: st.Rdev, bash: isBash(shellPath), done: make(chan struct{}), ready: make(chan struct{})}
+	p := &proc{ptmx: ptmx, tty: st.Rdev, ttyFS: st.Dev, bash: isBash(shellPath), done: make(chan struct{}), ready: make(chan struct{})}
 	var args []string
 	if p.bash {
 		args = []string{"--norc", "--noprofile", "-i"}

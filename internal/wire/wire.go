@@ -118,6 +118,9 @@ type Result struct {
 	Cwd             string `json:"cwd"`
 	DurationMs      int64  `json:"duration_ms"`
 	WaitingForInput bool   `json:"waiting_for_input"`
+	// EchoOff is an extension: with WaitingForInput, the terminal does
+	// not echo what is typed (a password or passphrase prompt).
+	EchoOff bool `json:"echo_off,omitempty"`
 	// ShellExited is an extension: the shell itself ended during the command
 	// (exit, exec, set -e, a kill). The next call gets a fresh shell with the
 	// old cwd and exported environment.
