@@ -46,6 +46,7 @@ func Run(t *testing.T, c *client.Client) {
 	t.Run("Stopping", func(t *testing.T) { testStopping(t, c) })
 	t.Run("StopsWholeCommand", func(t *testing.T) { testStopsWholeCommand(t, c) })
 	t.Run("TTYPrompts", func(t *testing.T) { testTTYPrompts(t, c) })
+	t.Run("OutputBetween", func(t *testing.T) { testOutputBetween(t, c) })
 	t.Run("RawOutput", func(t *testing.T) { testRawOutput(t, c) })
 	t.Run("Attach", func(t *testing.T) { testAttach(t, c) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, c) })

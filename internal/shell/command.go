@@ -289,6 +289,7 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	c.clean = nil
 	s.mu.Unlock()
 	r.OffsetEnd = to
+	s.betweenResult(c, &r, maxOut)
 	r.OutputBytes = to - r.OffsetStart
 	r.ChunkStart = from
 	if pre != nil {

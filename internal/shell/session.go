@@ -76,6 +76,7 @@ type Session struct {
 	closing  bool         // deleted, or the daemon is stopping: no new shell
 	startErr string       // what a shell printed before dying at start-up
 	cmdFile  *scratchFile // the command file the shell sources
+	gap      gapState     // output between commands (between.go)
 	// saving is open from an end marker until the shell shows it has
 	// saved its environment (output after the marker: the prompt, or any
 	// other marker); see envSavedLocked.
@@ -127,7 +128,8 @@ type command struct {
 	clean    *screen.Text
 	cleanMax int
 	cleanTo  int64
-	echo     []byte // the terminal's echo of the typed line, until the start marker
+	echo     []byte     // the terminal's echo of the typed line, until the start marker
+	between  *gapRanges // output between the last command and this one, until reported
 	ended    bool
 	endOff   int64
 	endAt    time.Time
@@ -284,6 +286,7 @@ func (s *Session) startLocked() (*proc, error) {
 	p.rc = rcPath
 	s.p = p
 	s.parser = newParser(s.token)
+	s.gap = gapState{}
 	if ends != nil {
 		p.ends = ends
 		ends.start(p.pid, s.log)
@@ -391,6 +394,9 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) (ended bool) {
 		}
 		pos = ev.pos
 		s.eventLocked(p, ev, ready)
+		if ev.kind == evEnd {
+			s.gapStartLocked()
+		}
 		ended = ended || ev.kind != evStart
 		if !ready && ev.kind == evEnd {
 			ready = true
@@ -459,9 +465,13 @@ func (s *Session) appendLocked(d []byte) {
 		// The terminal's echo of the line limbs typed to run a command
 		// file: the stream shows the command itself instead.
 		c.echo = append(c.echo, d...)
+		s.gap.afterEnd = false // the prompt, if it was in it
 		return
 	}
 	off := s.out.append(d)
+	if s.cur == nil {
+		s.gapOutputLocked(off, len(d))
+	}
 	s.lastOut.Store(time.Now().UnixNano())
 	if c := s.cur; c != nil && c.started {
 		if c.clean != nil && c.cleanTo == off {
@@ -488,6 +498,7 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 		}
 		if !c.started {
 			s.inputsAt = s.inputs
+			s.gapEndLocked(c)
 			if c.text != "" {
 				s.out.append(echoOf(c.text))
 				c.echo = nil
