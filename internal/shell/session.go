@@ -11,6 +11,36 @@
 // through one mechanism that stops all of the session's processes before
 // it kills them, so that a fork bomb cannot outrun it; kill.go describes
 // it, and which goroutine reads, waits for and closes each shell.
+//
+// # Concurrency
+//
+// Goroutines of a session, and what each owns:
+//   - the read loop (Session.readLoop), one per shell: the only reader of
+//     the terminal master; it owns the parser (markers.go), whose terminal
+//     modes (appCursor, paste) it publishes as atomics for Input to load;
+//     it appends to the output stream and ends commands (under mu);
+//   - the waiter (proc.wait), one per shell: the only caller of Wait; it
+//     closes exited and may hang the terminal up (kill.go);
+//   - the end channel's reader and backstop timer (endchan.go), per bash;
+//   - the persist loop (Session.persistLoop): writes session.json and the
+//     logs of finished commands, until close stops it;
+//   - a command's timeout timer, and the callers (HTTP handlers) of Exec,
+//     Wait, Input, Interrupt, Screen, Restart and Delete, any number at
+//     once: they wait on a command's done channel and on the stream's
+//     change channel, never on the read loop itself; stop, killTree and
+//     waiting() run in the caller's goroutine.
+//
+// Data: mu guards the session's fields (the shell, the running and the
+// last command, cwd, sizes) and every command's fields except those of its
+// log (logMu); the stream has its own lock; the terminal master is written
+// only under writeMu, never with mu held (a full input buffer would stall
+// the read loop behind it); the emulator is guarded by emuMu.
+//
+// Lock order (outer first; no other nesting): closeMu, then startMu, then
+// persistMu or a command's logMu, then mu, then the stream's lock.
+// Manager.mu is never held while a session lock is taken; proc.killMu is
+// taken only by killTree, which is never called with mu held. close runs once:
+// a second caller (Delete racing the daemon's Close) waits for the first.
 package shell
 
 import (
