@@ -192,31 +192,50 @@ func (s *Session) waiting(c *command) bool {
 	// The program went to sleep after printing all it printed. If that
 	// was the end of the command (the shell back at its prompt), the end
 	// marker is in the terminal or in the read loop's hands: give it the
-	// moment it takes to arrive before calling this a prompt.
-	deadline := time.Now().Add(200 * time.Millisecond)
-	settledAt := time.Time{}
-	for time.Now().Before(deadline) {
+	// moment it takes to arrive before calling this a prompt. Settled is
+	// nothing unread in the terminal and no new output for settleOut;
+	// each wait ends early on output or on the command's end, and the
+	// checks back off, so a check costs a few wake-ups, not one a
+	// millisecond.
+	deadline := time.NewTimer(200 * time.Millisecond)
+	defer deadline.Stop()
+	backoff := time.Millisecond
+	for range 64 {
+		s.waitChecks.Add(1)
+		end, ch := s.out.changed()
+		pause := backoff
+		quiet := p.unread() == 0
+		if quiet {
+			pause = settleOut
+		} else {
+			backoff = min(2*backoff, settleOut)
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-c.done:
+			t.Stop()
 			return false
-		default:
+		case <-deadline.C:
+			t.Stop()
+			return !isClosed(c.done)
+		case <-ch:
+			t.Stop()
+			continue
+		case <-t.C:
 		}
-		if p.unread() == 0 {
-			if settledAt.IsZero() {
-				settledAt = time.Now()
-			} else if time.Since(settledAt) > 10*time.Millisecond {
+		if quiet && p.unread() == 0 {
+			if now, _ := s.out.changed(); now == end {
 				break
 			}
 		}
-		time.Sleep(time.Millisecond)
 	}
-	select {
-	case <-c.done:
-		return false
-	default:
-		return true
-	}
+	return !isClosed(c.done)
 }
+
+// settleOut is how long the terminal stays quiet before a program asleep
+// in a read of it is taken to wait for input rather than to be the end of
+// the command whose marker is on its way.
+const settleOut = 10 * time.Millisecond
 
 // result reports c, handing over the output not returned before.
 func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
@@ -234,6 +253,9 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	} else {
 		r.Status = wire.StatusRunning
 		r.WaitingForInput = waiting
+		if waiting && s.p != nil {
+			r.EchoOff = s.p.echoOff()
+		}
 		r.DurationMs = time.Since(c.typedAt).Milliseconds()
 		if c.started {
 			from, to = c.returned, s.out.size()
@@ -267,6 +289,7 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	c.clean = nil
 	s.mu.Unlock()
 	r.OffsetEnd = to
+	s.betweenResult(c, &r, maxOut)
 	r.OutputBytes = to - r.OffsetStart
 	r.ChunkStart = from
 	if pre != nil {
@@ -497,8 +520,8 @@ func (s *Session) renderText(t *screen.Text, from, to int64, maxOut int) (string
 	return text, truncated
 }
 
-// stop interrupts c: SIGINT to the foreground job, then SIGTERM, then
-// SIGKILL to its process group, and as a last resort the whole shell.
+// stop interrupts c: SIGINT to the foreground job, then SIGTERM, then the
+// hard stop that ends the rest of the command text too (stopcmd.go).
 func (s *Session) stop(c *command, why string) {
 	s.mu.Lock()
 	if c.ended || c.stopping != "" {
@@ -507,25 +530,54 @@ func (s *Session) stop(c *command, why string) {
 	}
 	c.stopping = why
 	p := s.p
+	typed := c.typedAt
 	s.mu.Unlock()
 	if p == nil {
 		return
 	}
-	steps := []struct {
-		sig   syscall.Signal
-		grace time.Duration
-	}{{syscall.SIGINT, graceInt}, {syscall.SIGTERM, graceTerm}, {syscall.SIGKILL, 2 * time.Second}}
-	for _, st := range steps {
-		p.signalForeground(st.sig)
+	since := ticksAt(typed)
+	jobs := map[int]bool{} // the command's foreground jobs seen
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
 		select {
 		case <-c.done:
-			return
+			return true
 		case <-p.done:
-			return
-		case <-time.After(st.grace):
+			return true
+		case <-t.C:
+			return false
 		}
 	}
-	s.log.Warn("command survived SIGKILL of its process group; killing the shell", "command", c.id)
+	for _, st := range []struct {
+		sig   syscall.Signal
+		grace time.Duration
+	}{{syscall.SIGINT, graceInt}, {syscall.SIGTERM, graceTerm}} {
+		if pg := p.foreground(); pg > 0 && pg != p.pid {
+			jobs[pg] = true
+		}
+		p.signalForeground(st.sig)
+		if wait(st.grace) {
+			// What the job left behind in its process groups (children
+			// that ignore SIGINT) goes with it.
+			if len(jobs) > 0 && isClosed(c.done) {
+				p.killCommandProcs(since, jobs, time.Now().Add(killWait))
+			}
+			return
+		}
+	}
+	// The hard stop: the shell is told first, so that it abandons the
+	// rest of the command once its processes are gone.
+	p.interruptShell()
+	if !p.killCommandProcs(since, nil, time.Now().Add(killWait)) {
+		s.log.Warn("command's processes survived SIGKILL; killing the shell", "command", c.id)
+		p.killTree()
+		return
+	}
+	if wait(graceTerm) {
+		return
+	}
+	s.log.Warn("the shell did not come back to its prompt after its command was killed; killing the shell", "command", c.id)
 	p.killTree()
 }
 
@@ -539,7 +591,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 		return wire.Result{}, err
 	}
 	s.mu.Lock()
-	b, err := encodeInput(req.Text, req.Keys, s.parser.appCursor, s.parser.paste)
+	b, err := encodeInput(req.Text, req.Keys, s.parser.appCursor.Load(), s.parser.paste.Load())
 	c := s.cur
 	seq := s.seq
 	before := s.out.size()

@@ -69,6 +69,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	deleting map[*Session]bool // being deleted: Close waits for them
 	closed   bool
 	// runDir is scratch space on a memory filesystem when there is one:
 	// command files and the shells' environment saves are written there on
@@ -346,8 +347,15 @@ func (m *Manager) Delete(idOrName string) error {
 	}
 	m.mu.Lock()
 	delete(m.sessions, s.id)
+	if m.deleting == nil {
+		m.deleting = map[*Session]bool{}
+	}
+	m.deleting[s] = true
 	m.mu.Unlock()
 	s.close(true)
+	m.mu.Lock()
+	delete(m.deleting, s)
+	m.mu.Unlock()
 	return nil
 }
 
@@ -357,6 +365,11 @@ func (m *Manager) Close() error {
 	m.closed = true
 	ss := make([]*Session, 0, len(m.sessions))
 	for _, s := range m.sessions {
+		ss = append(ss, s)
+	}
+	// A session being deleted is closed by its Delete; closing it here
+	// waits for that to finish (Session.close runs once).
+	for s := range m.deleting {
 		ss = append(ss, s)
 	}
 	m.mu.Unlock()

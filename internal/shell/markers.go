@@ -3,6 +3,7 @@ package shell
 import (
 	"bytes"
 	"strconv"
+	"sync/atomic"
 )
 
 // Shell integration markers, printed by the shell itself (PS0, and the
@@ -53,8 +54,11 @@ type parser struct {
 	// unproven one is output.
 	verify func(kind byte, seq []byte) (event, bool)
 
-	appCursor bool // DECCKM: ESC[?1h
-	paste     bool // bracketed paste: ESC[?2004h
+	// The terminal modes are written by the read loop (the parser's
+	// owner, in feed) and read by Input on other goroutines, without the
+	// session lock: atomics.
+	appCursor atomic.Bool // DECCKM: ESC[?1h
+	paste     atomic.Bool // bracketed paste: ESC[?2004h
 }
 
 func newParser(token string) *parser { return &parser{token: token} }
@@ -195,9 +199,9 @@ func (p *parser) trackMode(b []byte) {
 	for _, f := range bytes.Split(b[3:k], []byte{';'}) {
 		switch string(f) {
 		case "1":
-			p.appCursor = on
+			p.appCursor.Store(on)
 		case "2004":
-			p.paste = on
+			p.paste.Store(on)
 		}
 	}
 }

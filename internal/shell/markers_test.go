@@ -91,15 +91,15 @@ func TestParserVerify(t *testing.T) {
 func TestParserModes(t *testing.T) {
 	p := newParser(tok)
 	p.feed([]byte("x\x1b[?1h\x1b[?2004"))
-	if !p.appCursor || p.paste {
-		t.Fatalf("after ESC[?1h: app=%v paste=%v", p.appCursor, p.paste)
+	if !p.appCursor.Load() || p.paste.Load() {
+		t.Fatalf("after ESC[?1h: app=%v paste=%v", p.appCursor.Load(), p.paste.Load())
 	}
 	p.feed([]byte("h"))
-	if !p.paste {
+	if !p.paste.Load() {
 		t.Fatal("bracketed paste split across reads not seen")
 	}
 	p.feed([]byte("\x1b[?1;2004l"))
-	if p.appCursor || p.paste {
+	if p.appCursor.Load() || p.paste.Load() {
 		t.Fatal("modes not reset")
 	}
 }

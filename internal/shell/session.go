@@ -11,6 +11,36 @@
 // through one mechanism that stops all of the session's processes before
 // it kills them, so that a fork bomb cannot outrun it; kill.go describes
 // it, and which goroutine reads, waits for and closes each shell.
+//
+// # Concurrency
+//
+// Goroutines of a session, and what each owns:
+//   - the read loop (Session.readLoop), one per shell: the only reader of
+//     the terminal master; it owns the parser (markers.go), whose terminal
+//     modes (appCursor, paste) it publishes as atomics for Input to load;
+//     it appends to the output stream and ends commands (under mu);
+//   - the waiter (proc.wait), one per shell: the only caller of Wait; it
+//     closes exited and may hang the terminal up (kill.go);
+//   - the end channel's reader and backstop timer (endchan.go), per bash;
+//   - the persist loop (Session.persistLoop): writes session.json and the
+//     logs of finished commands, until close stops it;
+//   - a command's timeout timer, and the callers (HTTP handlers) of Exec,
+//     Wait, Input, Interrupt, Screen, Restart and Delete, any number at
+//     once: they wait on a command's done channel and on the stream's
+//     change channel, never on the read loop itself; stop, killTree and
+//     waiting() run in the caller's goroutine.
+//
+// Data: mu guards the session's fields (the shell, the running and the
+// last command, cwd, sizes) and every command's fields except those of its
+// log (logMu); the stream has its own lock; the terminal master is written
+// only under writeMu, never with mu held (a full input buffer would stall
+// the read loop behind it); the emulator is guarded by emuMu.
+//
+// Lock order (outer first; no other nesting): closeMu, then startMu, then
+// persistMu or a command's logMu, then mu, then the stream's lock.
+// Manager.mu is never held while a session lock is taken; proc.killMu is
+// taken only by killTree, which is never called with mu held. close runs once:
+// a second caller (Delete racing the daemon's Close) waits for the first.
 package shell
 
 import (
@@ -54,6 +84,8 @@ type Session struct {
 	lastOut atomic.Int64 // unix nanoseconds of the newest output
 	lastIn  atomic.Int64 // unix nanoseconds of the newest input
 
+	waitChecks atomic.Int64 // rounds of waiting()'s settle loop (tests)
+
 	startMu sync.Mutex // serialises shell starts
 	writeMu sync.Mutex // serialises writes to the terminal
 
@@ -74,6 +106,7 @@ type Session struct {
 	closing  bool         // deleted, or the daemon is stopping: no new shell
 	startErr string       // what a shell printed before dying at start-up
 	cmdFile  *scratchFile // the command file the shell sources
+	gap      gapState     // output between commands (between.go)
 	// saving is open from an end marker until the shell shows it has
 	// saved its environment (output after the marker: the prompt, or any
 	// other marker); see envSavedLocked.
@@ -86,6 +119,10 @@ type Session struct {
 
 	persistC    chan struct{}
 	stopPersist chan struct{}
+
+	closeMu   sync.Mutex // serialises close; guards the two below
+	closeDone bool
+	removed   bool
 
 	persistMu sync.Mutex // serialises writeState and guards the three below
 	savedEnv  []byte
@@ -121,7 +158,8 @@ type command struct {
 	clean    *screen.Text
 	cleanMax int
 	cleanTo  int64
-	echo     []byte // the terminal's echo of the typed line, until the start marker
+	echo     []byte     // the terminal's echo of the typed line, until the start marker
+	between  *gapRanges // output between the last command and this one, until reported
 	ended    bool
 	endOff   int64
 	endAt    time.Time
@@ -278,6 +316,7 @@ func (s *Session) startLocked() (*proc, error) {
 	p.rc = rcPath
 	s.p = p
 	s.parser = newParser(s.token)
+	s.gap = gapState{}
 	if ends != nil {
 		p.ends = ends
 		ends.start(p.pid, s.log)
@@ -385,6 +424,9 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) (ended bool) {
 		}
 		pos = ev.pos
 		s.eventLocked(p, ev, ready)
+		if ev.kind == evEnd {
+			s.gapStartLocked()
+		}
 		ended = ended || ev.kind != evStart
 		if !ready && ev.kind == evEnd {
 			ready = true
@@ -453,9 +495,13 @@ func (s *Session) appendLocked(d []byte) {
 		// The terminal's echo of the line limbs typed to run a command
 		// file: the stream shows the command itself instead.
 		c.echo = append(c.echo, d...)
+		s.gap.afterEnd = false // the prompt, if it was in it
 		return
 	}
 	off := s.out.append(d)
+	if s.cur == nil {
+		s.gapOutputLocked(off, len(d))
+	}
 	s.lastOut.Store(time.Now().UnixNano())
 	if c := s.cur; c != nil && c.started {
 		if c.clean != nil && c.cleanTo == off {
@@ -482,6 +528,7 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 		}
 		if !c.started {
 			s.inputsAt = s.inputs
+			s.gapEndLocked(c)
 			if c.text != "" {
 				s.out.append(echoOf(c.text))
 				c.echo = nil
@@ -778,8 +825,22 @@ func (s *Session) NewReader(from int64) (*StreamReader, error) {
 	return &StreamReader{s: s.out, off: from}, nil
 }
 
-// close ends the session's shell; remove also deletes its state.
+// close ends the session's shell; remove also deletes its state. It runs
+// once: a second call (Delete racing the daemon's Close) waits for the
+// first, and removes the state if it asks to and the first did not.
 func (s *Session) close(remove bool) {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closeDone {
+		if remove && !s.removed {
+			s.mu.Lock()
+			s.deleted = true
+			s.mu.Unlock()
+			s.removeState()
+		}
+		return
+	}
+	s.closeDone = true
 	s.mu.Lock()
 	s.closing = true
 	s.deleted = remove
@@ -817,11 +878,17 @@ func (s *Session) close(remove bool) {
 	s.emu.Close()
 	s.emuMu.Unlock()
 	if remove {
-		_ = os.RemoveAll(s.dir)
-		_ = os.RemoveAll(s.rdir)
-		s.out.dropDisk()
-		s.logs.drop()
+		s.removeState()
 	}
+}
+
+// removeState deletes what a removed session kept on disk; closeMu is held.
+func (s *Session) removeState() {
+	s.removed = true
+	_ = os.RemoveAll(s.dir)
+	_ = os.RemoveAll(s.rdir)
+	s.out.dropDisk()
+	s.logs.drop()
 }
 
 // persist asks the persist loop to save the session's state; it never

@@ -3,6 +3,7 @@ package shell
 import (
 	"encoding/binary"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -72,12 +73,49 @@ func (p *proc) readsTerminal(pid int) bool {
 	return false
 }
 
+// isTerminalFD reports whether descriptor fd of the process at dir is the
+// session's terminal: the same device number on the same devpts instance
+// (every container mounts its own, and numbers repeat across them).
 func (p *proc) isTerminalFD(dir string, fd int) bool {
 	var st unix.Stat_t
 	if err := unix.Stat(dir+"/fd/"+strconv.Itoa(fd), &st); err != nil {
 		return false
 	}
-	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == p.tty
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return false
+	}
+	if st.Rdev == devTTY {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		return err == nil && p.controlledBy(pid)
+	}
+	return st.Rdev == p.tty && (p.ttyDev == 0 || st.Dev == p.ttyDev)
+}
+
+// devTTY is /dev/tty's device number (5, 0): whoever opens it gets its
+// controlling terminal.
+var devTTY = unix.Mkdev(5, 0)
+
+// controlledBy reports whether the session's terminal is pid's
+// controlling terminal, what pid's /dev/tty opens: pid is in the shell's
+// session (the shell leads it, and its controlling terminal is the
+// session's). Password prompts (getpass, ssh-keygen, sudo) read /dev/tty.
+func (p *proc) controlledBy(pid int) bool {
+	ps, ok := readStat(pid)
+	return ok && ps.session == p.pid && ps.tty == p.tty
+}
+
+// echoOff reports whether the terminal reads lines without echoing them,
+// as password prompts set it (ECHO clear, ICANON set); programs that echo
+// themselves (readline, editors) read keys with ICANON clear. The
+// master's termios are the terminal's.
+func (p *proc) echoOff() bool {
+	off := false
+	_ = p.control(func(fd int) {
+		if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+			off = t.Lflag&unix.ECHO == 0 && t.Lflag&unix.ICANON != 0
+		}
+	})
+	return off
 }
 
 // readMem reads n bytes of another process's memory; the daemon is the

@@ -118,6 +118,15 @@ type Result struct {
 	Cwd             string `json:"cwd"`
 	DurationMs      int64  `json:"duration_ms"`
 	WaitingForInput bool   `json:"waiting_for_input"`
+	// EchoOff is an extension: with WaitingForInput, the terminal does
+	// not echo what is typed (a password or passphrase prompt).
+	EchoOff bool `json:"echo_off,omitempty"`
+	// BackgroundOutput is an extension: what the terminal showed between
+	// the previous command's prompt and this command's start (background
+	// jobs), cleaned; only in a command's first result. Between is its
+	// range of the output stream.
+	BackgroundOutput string  `json:"background_output,omitempty"`
+	Between          []int64 `json:"between,omitempty"`
 	// ShellExited is an extension: the shell itself ended during the command
 	// (exit, exec, set -e, a kill). The next call gets a fresh shell with the
 	// old cwd and exported environment.
