@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/screen"
 	"github.com/limbs-dev/limbs/internal/testbin"
+	"github.com/limbs-dev/limbs/internal/wire"
 )
 
 // limbsd starts a real limbsd and returns the connection flags for it.
@@ -185,5 +188,24 @@ func TestHintNamesSandbox(t *testing.T) {
 	c := &conn{sandbox: "dev", sessionName: "main"}
 	if got, want := c.hint("wait"), "limbs wait --sandbox dev --session main"; got != want {
 		t.Errorf("hint = %q, want %q", got, want)
+	}
+}
+
+// TestExecRendersCarriageReturns: a \r progress bar spread over several
+// results prints, and joins in --json, as a terminal shows it.
+func TestExecRendersCarriageReturns(t *testing.T) {
+	flags := limbsdFlags(t)
+	bar := `for i in 1 2 3 4 5; do printf '\rstep %d/5' $i; sleep 0.6; done; echo`
+	out, stderr, code := limbsCLI(t, append(append([]string{"exec", "--json", "--session", "cr"}, flags...), "--", bar)...)
+	var res wire.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 {
+		t.Fatalf("limbs exec --json: exit %d, %v: %q %q", code, err, out, stderr)
+	}
+	if res.Output != "step 5/5\n" {
+		t.Errorf("--json output %q, want %q", res.Output, "step 5/5\n")
+	}
+	out, _, _ = limbsCLI(t, append(append([]string{"exec", "--session", "cr"}, flags...), "--", bar)...)
+	if got := screen.Clean([]byte(out)); got != "step 5/5\n" {
+		t.Errorf("printed %q, which a terminal shows as %q; want %q", out, got, "step 5/5\n")
 	}
 }
