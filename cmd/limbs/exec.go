@@ -217,7 +217,7 @@ func (e *execRun) follow(ctx context.Context, first func(context.Context) (wire.
 		}
 		if res.WaitingForInput && !e.notified {
 			e.notified = true
-			fmt.Fprintf(os.Stderr, "\nlimbs exec: the command is waiting for input; answer it with '%s TEXT' (or attach with '%s'), or press Ctrl-C to interrupt it\n", e.cn.hint("input"), e.cn.hint("shell"))
+			fmt.Fprintf(os.Stderr, "\nlimbs: the command is waiting for input; answer it with '%s TEXT' (or attach with '%s'), or press Ctrl-C to interrupt it\n", e.cn.hint("input"), e.cn.hint("shell"))
 		}
 		res, signalled, err = e.call(ctx, func(ctx context.Context) (wire.Result, error) {
 			return e.cl.Wait(ctx, e.id, wire.Wait{YieldAfter: yieldOf(execChunk)})

@@ -70,7 +70,9 @@ func asciiRun(p []byte, i int) int {
 // backspaces and in-line cursor movement and erasure applied, invalid UTF-8
 // replaced by U+FFFD, NUL kept, other control characters (C0 and C1)
 // dropped. Text drawn elsewhere on the screen between a saved and a
-// restored cursor (apt's progress bar on the bottom row) is dropped too.
+// restored cursor (apt's progress bar on the bottom row) is dropped too, and
+// so is what a full-screen program draws on the alternate screen (DEC
+// modes 47, 1047, 1049): it is gone once the program switches back.
 //
 // The last 128 lines at least stay within reach of the cursor: a program
 // that moves it up to redraw a block of lines (docker's layer bars, rich's

@@ -34,7 +34,7 @@ func (s *Session) redrawStart(start, from, to int64) (int64, bool) {
 	if i := bytes.IndexByte(head, '\n'); i >= 0 {
 		head = bytes.TrimRight(head[:i], "\r") // \r\n only ends the line
 	}
-	if bytes.IndexAny(head, "\r\b\x1b") < 0 {
+	if !bytes.ContainsAny(head, "\r\b\x1b") {
 		return from, false // appends to the line: joining is right
 	}
 	back := min(from-start, redrawWindow)
