@@ -54,3 +54,5 @@ require (
 )
 
 tool honnef.co/go/tools/cmd/staticcheck
+
+replace github.com/charmbracelet/x/vt => ./third_party/vt

@@ -35,7 +35,9 @@ type conn struct {
 func connectFlags(fs *flag.FlagSet) *conn {
 	c := &conn{}
 	fs.StringVar(&c.addr, "addr", os.Getenv("LIMBS_ADDR"), "API address: unix:///path/to.sock or HOST:PORT (env LIMBS_ADDR; default "+defaultDaemonAddr+", or "+defaultControlAddr+" with --sandbox)")
-	fs.StringVar(&c.token, "token", os.Getenv("LIMBS_TOKEN"), "bearer token (env LIMBS_TOKEN; default: the limbsd.token file next to the socket, or with --sandbox limbs serve's token file)")
+	// The token's default is read after parsing, never shown as a flag
+	// default: -h and every flag typo print the defaults.
+	fs.StringVar(&c.token, "token", "", "bearer token (env LIMBS_TOKEN; default: the limbsd.token file next to the socket, or with --sandbox limbs serve's token file)")
 	fs.StringVar(&c.sandbox, "sandbox", os.Getenv("LIMBS_SANDBOX"), "sandbox id or name, reached through `limbs serve` (env LIMBS_SANDBOX)")
 	fs.StringVar(&c.sessionName, "session", defaultSession, "session name or id (created on first use)")
 	return c
@@ -54,6 +56,9 @@ func (c *conn) client() (*client.Client, error) {
 		addr = defaultDaemonAddr
 	}
 	token := c.token
+	if token == "" {
+		token = os.Getenv("LIMBS_TOKEN")
+	}
 	if token == "" {
 		// The token files the daemons write: limbs serve's in its default
 		// state dir, limbsd's next to its socket.
@@ -97,4 +102,21 @@ func (c *conn) session(ctx context.Context, cl *client.Client) (string, error) {
 		return "", fmt.Errorf("creating session %q: %w", name, err)
 	}
 	return s.ID, nil
+}
+
+// hint is the command line of another verb on the same session, for
+// messages that tell the user what to run next.
+func (c *conn) hint(verb string) string {
+	h := "limbs " + verb
+	if c == nil {
+		return h
+	}
+	if c.sandbox != "" {
+		h += " --sandbox " + safe(c.sandbox)
+	}
+	name := c.sessionName
+	if name == "" {
+		name = defaultSession
+	}
+	return h + " --session " + safe(name)
 }

@@ -96,12 +96,15 @@ func controlFlags(fs *flag.FlagSet) *controlConn {
 		addr = defaultControlAddr
 	}
 	fs.StringVar(&cc.addr, "addr", addr, "address of limbs serve: HOST:PORT or unix:///path/to.sock (env LIMBS_ADDR)")
-	fs.StringVar(&cc.token, "token", os.Getenv("LIMBS_TOKEN"), "limbs serve's token (env LIMBS_TOKEN; default: the token file in limbs serve's default state dir)")
+	fs.StringVar(&cc.token, "token", "", "limbs serve's token (env LIMBS_TOKEN; default: the token file in limbs serve's default state dir)")
 	return cc
 }
 
 func (cc *controlConn) client() (*client.Client, error) {
 	token := cc.token
+	if token == "" {
+		token = os.Getenv("LIMBS_TOKEN") // never a flag default: -h prints those
+	}
 	if token == "" {
 		path := tokenFile(defaultServeStateDir())
 		b, err := os.ReadFile(path)

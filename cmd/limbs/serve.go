@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -62,7 +63,7 @@ func runServe(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("limbs serve", flag.ContinueOnError)
 	listen := fs.String("listen", defaultControlAddr, "where to serve: HOST:PORT (loopback unless --allow-remote) or unix:///path/to.sock")
 	allowRemote := fs.Bool("allow-remote", false, "allow --listen on a non-loopback address")
-	token := fs.String("token", os.Getenv("LIMBS_TOKEN"), "bearer token clients must send (env LIMBS_TOKEN; default: the state dir's token file, generated on first run)")
+	token := fs.String("token", "", "bearer token clients must send (env LIMBS_TOKEN; default: the state dir's token file, generated on first run)")
 	stateDir := fs.String("state-dir", defaultServeStateDir(), "registry, sandbox sockets and local workspaces")
 	providerName := fs.String("provider", "", "default provider: docker or local (default: docker when an engine answers, else local)")
 	pool := poolFlag{}
@@ -117,7 +118,7 @@ func runServe(ctx context.Context, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, log, serveConfig{
-		listen: *listen, allowRemote: *allowRemote, token: *token, stateDir: *stateDir,
+		listen: *listen, allowRemote: *allowRemote, token: cmp.Or(*token, os.Getenv("LIMBS_TOKEN")), stateDir: *stateDir,
 		provider: *providerName, pool: pool, limbsd: *limbsdPath, isolation: *isolation,
 		workspaceRoots: roots, maxSandboxes: *maxSandboxes, bodyTimeout: *bodyTimeout,
 		http:      control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},

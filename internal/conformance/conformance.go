@@ -51,6 +51,7 @@ func Run(t *testing.T, c *client.Client) {
 	t.Run("Attach", func(t *testing.T) { testAttach(t, c) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, c) })
 	t.Run("ForgedMarkers", func(t *testing.T) { testForgedMarkers(t, c) })
+	t.Run("Results", func(t *testing.T) { testResults(t, c) })
 	t.Run("Parallel50_slow", func(t *testing.T) { testParallelSessions(t, c) })
 }
 

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,22 @@ type fakeProvider struct {
 	// startErr, when set, makes Start fail (a sandbox that cannot come back).
 	startErr error
 	creates  int
+	// beforeRemove, when set, runs at the start of Remove (as a container
+	// being removed dies first, and Docker reports its death).
+	beforeRemove func(id string)
+	// defaults, when set, are the limits the provider applies where a
+	// spec leaves them zero (as Docker's 2 CPUs, 2 GiB).
+	defaults *sandbox.Spec
+}
+
+func (f *fakeProvider) WithDefaults(spec sandbox.Spec) sandbox.Spec {
+	if d := f.defaults; d != nil {
+		spec.Cpus = cmp.Or(spec.Cpus, d.Cpus)
+		spec.MemoryMB = cmp.Or(spec.MemoryMB, d.MemoryMB)
+		spec.Pids = cmp.Or(spec.Pids, d.Pids)
+		spec.TmpMB = cmp.Or(spec.TmpMB, d.TmpMB)
+	}
+	return spec
 }
 
 type fakeSandbox struct {
@@ -165,6 +182,9 @@ func (f *fakeProvider) Stop(ctx context.Context, id string) error {
 }
 
 func (f *fakeProvider) Remove(ctx context.Context, id string) error {
+	if f.beforeRemove != nil {
+		f.beforeRemove(id)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb, err := f.get(id)

@@ -33,6 +33,9 @@ type entry struct {
 	// Guarded by Server.mu.
 	rec     store.Record
 	removed bool
+	// removing is set while Remove runs: the death the removal causes
+	// (which the provider reports) is not one to recover from.
+	removing bool
 	// unprimed marks a new pool sandbox whose default session is still
 	// starting: it is not handed out yet.
 	unprimed bool
@@ -285,6 +288,7 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 				r.ProviderID = inst.ProviderID
 				r.Status = wire.SandboxRunning
 				r.Message = note
+				r.Limits = limitsInForce(p, spec, r.Limits)
 			}, newEvent("created", "", strings.TrimSpace(note+poolNote(rec))))
 		}
 	}
@@ -307,6 +311,16 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 
 // Remove deletes a sandbox and everything made for it.
 func (s *Server) Remove(ctx context.Context, e *entry) error {
+	// Before the lock: a recovery waiting for it must find the sandbox
+	// being removed, and a death reported meanwhile must start none.
+	s.mu.Lock()
+	e.removing = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		e.removing = false
+		s.mu.Unlock()
+	}()
 	e.op.Lock()
 	defer e.op.Unlock()
 	rec := s.record(e)

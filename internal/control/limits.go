@@ -84,3 +84,38 @@ func (s *Server) checkRoom() error {
 	return fmt.Errorf("this control plane holds %d sandboxes, its limit (limbs serve --max-sandboxes %d): remove some (limbs sandbox ls, limbs sandbox rm ID) or restart limbs serve with a higher --max-sandboxes (0 removes the cap): %w",
 		n, s.opts.MaxSandboxes, wire.ErrTooMany)
 }
+
+// Defaulter is a provider that applies limits of its own where a spec
+// leaves them zero (the Docker provider's 2 CPUs, 2 GiB, ...). The record
+// then says what is in force, not 0.
+type Defaulter interface {
+	WithDefaults(sandbox.Spec) sandbox.Spec
+}
+
+// limitsInForce fills the zero limits of l with what p applies for spec.
+func limitsInForce(p any, spec sandbox.Spec, l wire.Limits) wire.Limits {
+	d, ok := p.(Defaulter)
+	if !ok {
+		return l
+	}
+	in := d.WithDefaults(spec)
+	if l.Cpus == 0 {
+		l.Cpus = in.Cpus
+	}
+	if l.MemoryMB == 0 {
+		l.MemoryMB = in.MemoryMB
+	}
+	if l.Pids == 0 {
+		l.Pids = in.Pids
+	}
+	if l.TmpMB == 0 {
+		l.TmpMB = in.TmpMB
+	}
+	if l.Network == "" {
+		l.Network = in.Network
+	}
+	if l.User == "" {
+		l.User = in.User
+	}
+	return l
+}

@@ -46,6 +46,7 @@ func (s *Server) newEntry(rec store.Record) *entry {
 	})
 	e := &entry{rec: rec, tr: tr, token: rec.Token}
 	auth := "Bearer " + rec.Token
+	apiBase := "/v1/sandboxes/" + rec.ID
 	e.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -54,6 +55,9 @@ func (s *Server) newEntry(rec store.Record) *entry {
 			pr.Out.URL.Path = "/v1/" + forwardedPath(pr.In.URL.Path)
 			pr.Out.URL.RawPath = ""
 			pr.Out.Header.Set("Authorization", auth)
+			// Paths limbsd names (the note of a truncated output) are
+			// under this sandbox here.
+			pr.Out.Header.Set("X-Limbs-Api-Base", apiBase)
 		},
 		Transport: tr,
 		// FlushInterval stays 0: ReverseProxy already flushes streams

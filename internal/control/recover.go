@@ -153,7 +153,7 @@ func (s *Server) watch(ctx context.Context, evs <-chan sandbox.Event) {
 // still being created is left alone.
 func (s *Server) goRecover(ctx context.Context, e *entry, reason string) {
 	s.mu.Lock()
-	busy := e.recovering || e.removed || e.rec.Desired != desireRunning || e.rec.Status == wire.SandboxCreating
+	busy := e.recovering || e.removed || e.removing || e.rec.Desired != desireRunning || e.rec.Status == wire.SandboxCreating
 	if !busy {
 		e.recovering = true
 	}
@@ -224,9 +224,11 @@ func (s *Server) recover(ctx context.Context, e *entry, reason, when string) {
 func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when string) (done bool, err error) {
 	e.op.Lock()
 	defer e.op.Unlock()
-	rec := s.record(e)
-	if rec.Desired != desireRunning || rec.Status == wire.SandboxCreating {
-		return true, nil // stopped on purpose, or a create still owns it
+	s.mu.Lock()
+	rec, gone := e.rec, e.removed || e.removing
+	s.mu.Unlock()
+	if gone || rec.Desired != desireRunning || rec.Status == wire.SandboxCreating {
+		return true, nil // removed, stopped on purpose, or a create still owns it
 	}
 	p, err := s.provider(rec.Provider)
 	if err != nil {

@@ -24,9 +24,20 @@ func (s *Server) session(r *http.Request) (*shell.Session, error) {
 // the output not yet returned is handed to the next wait, so nothing is lost
 // with a dead client. The conformance case ClientDisconnectKeepsCommand
 // holds it to that.
+//
+// It also carries the API base the client reaches the session under, for
+// the note of a truncated output: limbs serve's proxy names it in the
+// X-Limbs-Api-Base header (/v1/sandboxes/{id}); limbsd's own is /v1.
 func commandContext(r *http.Request) context.Context {
+	if b := r.Header.Get(APIBaseHeader); b != "" {
+		return shell.WithAPIBase(r.Context(), b)
+	}
 	return r.Context()
 }
+
+// APIBaseHeader is the request header in which a proxy in front of limbsd
+// names the base path its clients use for limbsd's /v1.
+const APIBaseHeader = "X-Limbs-Api-Base"
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req wire.CreateSession

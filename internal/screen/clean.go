@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -69,7 +70,9 @@ func asciiRun(p []byte, i int) int {
 // backspaces and in-line cursor movement and erasure applied, invalid UTF-8
 // replaced by U+FFFD, NUL kept, other control characters (C0 and C1)
 // dropped. Text drawn elsewhere on the screen between a saved and a
-// restored cursor (apt's progress bar on the bottom row) is dropped too.
+// restored cursor (apt's progress bar on the bottom row) is dropped too, and
+// so is what a full-screen program draws on the alternate screen (DEC
+// modes 47, 1047, 1049): it is gone once the program switches back.
 //
 // The last 128 lines at least stay within reach of the cursor: a program
 // that moves it up to redraw a block of lines (docker's layer bars, rich's
@@ -104,6 +107,7 @@ type Text struct {
 	csiN      int
 	csiSep    bool
 	csiIgnore bool
+	csiPriv   bool // a DEC private mode sequence (ESC[?...h/l)
 
 	// pend holds the first bytes of a UTF-8 rune cut by a chunk boundary.
 	pend  [utf8.UTFMax]byte
@@ -126,8 +130,12 @@ type Text struct {
 	// the program is drawing somewhere else on the screen (apt's progress
 	// bar on the last row) until it restores the cursor: that drawing is
 	// not part of the flow of text, so it is dropped while away.
-	saved                               bool
-	away                                bool
+	saved bool
+	away  bool
+	// alt: the program switched to the alternate screen (vim, less,
+	// top): what it draws there is gone once it switches back, as on a
+	// terminal, so it is dropped (away stays set meanwhile).
+	alt                                 bool
 	savedCol, savedLine, lines, savedAt int
 
 	// win holds the last finished lines, oldest first, for a program that
@@ -305,7 +313,7 @@ func (t *Text) control(c byte) {
 
 func (t *Text) startCSI() {
 	t.state = stCSI
-	t.csiN, t.csiSep, t.csiIgnore = 0, false, false
+	t.csiN, t.csiSep, t.csiIgnore, t.csiPriv = 0, false, false, false
 }
 
 // escape consumes bytes of an escape sequence from p[i:] and returns where
@@ -378,14 +386,18 @@ func (t *Text) escape(p []byte, i int) int {
 			case c == ';' || c == ':':
 				t.csiSep = true
 			case c >= 0x3c && c <= 0x3f:
-				// A private marker (ESC[?25l): nothing for plain text.
+				// A private marker (ESC[?25l): nothing for plain text,
+				// but for the alternate screen.
+				t.csiPriv = c == '?' && !t.csiIgnore && t.csiN == 0 && !t.csiSep
 				t.csiIgnore = true
 			case c >= 0x20 && c <= 0x2f:
-				t.csiIgnore = true
+				t.csiIgnore, t.csiPriv = true, false
 			case c >= 0x40 && c <= 0x7e:
 				t.state = stGround
 				if !t.csiIgnore {
 					t.csi(c)
+				} else if t.csiPriv && (c == 'h' || c == 'l') {
+					t.altScreen(c == 'h', t.csiN)
 				}
 				return i + 1
 			case c == 0x7f:
@@ -491,6 +503,18 @@ func (t *Text) csi(final byte) {
 	}
 }
 
+// altScreen follows DEC private modes 47, 1047 and 1049: the alternate
+// screen, on (set) or off.
+func (t *Text) altScreen(set bool, mode int) {
+	if mode != 47 && mode != 1047 && mode != 1049 || set == t.alt {
+		return
+	}
+	t.alt, t.away = set, set
+	if !set {
+		t.saved = false
+	}
+}
+
 func (t *Text) saveCursor() {
 	if t.away {
 		return // the position to come back to is the one saved first
@@ -505,7 +529,7 @@ func (t *Text) restoreCursor() {
 	if !t.saved {
 		return
 	}
-	t.saved, t.away = false, false
+	t.saved, t.away = false, t.alt
 	// Back on a finished line is out of reach. The line may have changed
 	// meanwhile, so the saved column is found again rather than trusted as
 	// a byte offset.
@@ -733,16 +757,27 @@ func spaces(n int) []byte {
 
 // Result finishes the text (flushes a pending partial line) and returns it,
 // whether anything was left out, and the total character count.
-// When truncated, a single line is inserted between head and tail:
+// When truncated, a note is inserted between head and tail:
 //
-//	"\n[... N characters omitted ...]\n"
+//	"[... N characters omitted ...]\n"
 //
-// and the returned string (head + note + tail) is at most max characters
-// plus the note.
+// (see [Text.ResultNote]). The cut is at line boundaries: the head ends
+// after its last newline and the tail starts after its first one, unless
+// that would leave it empty (a single line longer than the budget is cut
+// inside it). The returned string is at most max characters plus the note.
 //
 // Result does not consume anything: the Text can keep receiving writes,
 // and a later Result covers everything written so far.
 func (t *Text) Result() (out string, truncated bool, total int) {
+	return t.ResultNote(nil)
+}
+
+// ResultNote is [Text.Result] with the caller's wording of the note: note
+// gets the count of characters left out and returns the text that stands
+// for them (a line of its own: it is given a newline on each side that
+// lacks one). The note is built once, here, never patched into the text
+// afterwards, where the command's own output could hold the same words.
+func (t *Text) ResultNote(note func(omitted int) string) (out string, truncated bool, total int) {
 	line, lineRunes := t.line, t.lineRunes
 	if t.npend > 0 {
 		// The stream ends inside a rune: decode what is there as invalid,
@@ -777,12 +812,31 @@ func (t *Text) Result() (out string, truncated bool, total int) {
 	if a.head1 < 0 || total <= keep {
 		return concat(segs), false, total
 	}
-	omitted := total - keep
-	note := "\n[... " + strconv.Itoa(omitted) + " characters omitted ...]\n"
-	head := prefix(segs, a.head1)
-	tail := suffix(segs, a.tail1)
-	head = append(head, segment{b: []byte(note)})
-	return concat(append(head, tail...)), true, total
+	head := concat(prefix(segs, a.head1))
+	// One character more than the tail's budget: whether the tail starts
+	// a line.
+	tail := concat(suffix(segs, a.tail1+1))
+	_, size := utf8.DecodeRuneInString(tail)
+	atLine := tail[:size] == "\n"
+	tail = tail[size:]
+	// Whole lines: what a reader sees cut is where the note stands.
+	if i := strings.LastIndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
+	}
+	if i := strings.IndexByte(tail, '\n'); !atLine && i >= 0 && i+1 < len(tail) {
+		tail = tail[i+1:]
+	}
+	omitted := total - utf8.RuneCountInString(head) - utf8.RuneCountInString(tail)
+	var n string
+	if note != nil {
+		n = note(omitted)
+	} else {
+		n = "[... " + strconv.Itoa(omitted) + " characters omitted ...]"
+	}
+	if head != "" && !strings.HasSuffix(head, "\n") {
+		n = "\n" + n
+	}
+	return head + n + "\n" + tail, true, total
 }
 
 // segment is a piece of valid UTF-8 and its rune count.

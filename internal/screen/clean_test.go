@@ -162,15 +162,17 @@ func TestTextTruncation(t *testing.T) {
 		{"exactly max", 6, "abcdef", "abcdef", false, 6},
 		{"max plus one", 6, "abcdefg", "abc\n[... 1 characters omitted ...]\nefg", true, 7},
 		{"odd max keeps one more in the tail", 5, "abcdefgh", "ab\n[... 3 characters omitted ...]\nfgh", true, 8},
-		{"max one", 1, "abc", "\n[... 2 characters omitted ...]\nc", true, 3},
-		{"newlines count", 4, "a\nb\nc\n", "a\n\n[... 2 characters omitted ...]\nc\n", true, 6},
+		{"max one", 1, "abc", "[... 2 characters omitted ...]\nc", true, 3},
+		{"newlines count", 4, "a\nb\nc\n", "a\n[... 2 characters omitted ...]\nc\n", true, 6},
+		{"cut at line boundaries", 12, "line1\nline2\nline3\nline4\nline5\n", "line1\n[... 18 characters omitted ...]\nline5\n", true, 30},
+		{"a tail that starts a line keeps it", 6, "aaaa\nbb\ncc\n", "aaa\n[... 5 characters omitted ...]\ncc\n", true, 11},
 		{"multibyte rune at the head cut", 4, "ab日本語xy", "ab\n[... 3 characters omitted ...]\nxy", true, 7},
 		{"multibyte rune at the tail cut", 4, "abcde日本", "ab\n[... 3 characters omitted ...]\n日本", true, 7},
 		{"all wide", 4, "日本語テキスト", "日本\n[... 3 characters omitted ...]\nスト", true, 7},
 		{"pending line in the tail", 6, "1234567890\nprogress 10%\rprogress 99%", "123\n[... 17 characters omitted ...]\n99%", true, 23},
 		{"overwrites do not count", 6, "aaaaaaaaaa\rbb\n", "bba\n[... 5 characters omitted ...]\naa\n", true, 11},
 		{"long middle", 10, strings.Repeat("x", 100000) + "END\n", "xxxxx\n[... 99994 characters omitted ...]\nxEND\n", true, 100004},
-		{"many lines", 10, strings.Repeat("line\n", 10000), "line\n\n[... 49990 characters omitted ...]\nline\n", true, 50000},
+		{"many lines", 10, strings.Repeat("line\n", 10000), "line\n[... 49990 characters omitted ...]\nline\n", true, 50000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -316,10 +318,18 @@ func FuzzTextSplit(f *testing.F) {
 			t.Fatalf("output %q is not valid UTF-8", got)
 		}
 		if max > 0 && tr {
-			note := "\n[... "
-			head, _, ok := strings.Cut(got, note)
-			if !ok || utf8.RuneCountInString(head) != int(max)/2 {
-				t.Fatalf("truncated output %q: head is not max/2 = %d characters", got, max/2)
+			// Head and tail keep their budgets and end (start) at a line
+			// boundary unless a single line is longer than the budget.
+			const mark = "\uffffNOTE\uffff"
+			marked, _, _ := whole.ResultNote(func(int) string { return mark })
+			head, tail, ok := strings.Cut(marked, mark)
+			head = strings.TrimSuffix(head, "\n")
+			tail = strings.TrimPrefix(tail, "\n")
+			if !ok || utf8.RuneCountInString(head) > int(max)/2 || utf8.RuneCountInString(tail) > int(max)-int(max)/2 {
+				t.Fatalf("truncated output %q: head or tail over its budget of %d", marked, max)
+			}
+			if i := strings.IndexByte(head, '\n'); i >= 0 && !strings.HasSuffix(marked[:len(head)+1], "\n") {
+				t.Fatalf("truncated output %q: head cut inside a line", marked)
 			}
 		}
 		if max > 0 && !tr && utf8.RuneCountInString(got) > int(max) {
@@ -362,4 +372,23 @@ func BenchmarkText(b *testing.B) {
 			Clean(plain)
 		}
 	})
+}
+
+// TestCleanDropsAltScreen: what a full-screen program draws on the
+// alternate screen (vim's rows of ~, less's pages) is gone once it
+// switches back, as on a terminal; the text around it stays.
+func TestCleanDropsAltScreen(t *testing.T) {
+	vim := "\x1b[?1049h\x1b[22;0;0t\x1b[?1h\x1b=\x1b[H\x1b[2J" + strings.Repeat("~"+strings.Repeat(" ", 79)+"\r\n", 23) +
+		"\x1b[24;1H\"f\" [New]\x1b[1;1H\x1b[?25h\x1b[?1l\x1b>\x1b[?1049l\x1b[23;0;0t"
+	for _, tc := range []struct{ name, in, want string }{
+		{"vim", "before\n" + vim + "after\n", "before\nafter\n"},
+		{"mode 47", "a\n\x1b[?47hdrawn\r\n\x1b[?47lb\n", "a\nb\n"},
+		{"other private modes stay plain", "\x1b[?25lx\x1b[?25h\n", "x\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Clean([]byte(tc.in)); got != tc.want {
+				t.Errorf("Clean = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

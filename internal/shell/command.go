@@ -156,14 +156,14 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 	for {
 		select {
 		case <-c.done:
-			return s.result(c, maxOut, false), nil
+			return s.result(ctx, c, maxOut, false), nil
 		case <-yieldC:
-			return s.result(c, maxOut, s.waiting(c)), nil
+			return s.result(ctx, c, maxOut, s.waiting(c)), nil
 		case <-quiet.C:
 			d := s.untilQuiet(c)
 			if d <= 0 {
 				if s.waiting(c) {
-					return s.result(c, maxOut, true), nil
+					return s.result(ctx, c, maxOut, true), nil
 				}
 				d = 250 * time.Millisecond
 			}
@@ -238,7 +238,7 @@ func (s *Session) waiting(c *command) bool {
 const settleOut = 10 * time.Millisecond
 
 // result reports c, handing over the output not returned before.
-func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
+func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bool) wire.Result {
 	s.mu.Lock()
 	r := wire.Result{CommandID: c.id, LogPath: c.logPath, Cwd: s.cwd}
 	var from, to int64
@@ -291,11 +291,17 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 	r.OffsetEnd = to
 	s.betweenResult(c, &r, maxOut)
 	r.OutputBytes = to - r.OffsetStart
+	if ls, ok := s.redrawStart(r.OffsetStart, from, to); ok {
+		from, r.Overwrite, pre = ls, true, nil // view.go
+	}
 	r.ChunkStart = from
 	if pre != nil {
-		r.Output, r.Truncated = s.renderText(pre, from, to, maxOut)
+		r.Output, r.Truncated = s.renderText(apiBase(ctx), pre, from, to, maxOut)
 	} else {
-		r.Output, r.Truncated = s.cleanRange(from, to, maxOut)
+		r.Output, r.Truncated = s.cleanRangeAt(apiBase(ctx), from, to, maxOut)
+	}
+	if !c.ended {
+		s.liveView(&r, r.OffsetStart, to, maxOut) // view.go
 	}
 	// The log file is written from the stream off the command's path
 	// (creating a file on a disk costs a millisecond). It is complete up
@@ -494,6 +500,11 @@ func (s *Session) holdBack(from, to int64) int64 {
 
 // cleanRange renders [from, to) of the stream as a person would read it.
 func (s *Session) cleanRange(from, to int64, maxOut int) (string, bool) {
+	return s.cleanRangeAt("/v1", from, to, maxOut)
+}
+
+// cleanRangeAt is cleanRange with the API base the truncation note names.
+func (s *Session) cleanRangeAt(base string, from, to int64, maxOut int) (string, bool) {
 	if to <= from {
 		return "", false
 	}
@@ -503,20 +514,16 @@ func (s *Session) cleanRange(from, to int64, maxOut int) (string, bool) {
 	}
 	t := screen.NewText(limit)
 	_, _ = io.Copy(t, s.out.skippingReader(from, to))
-	return s.renderText(t, from, to, maxOut)
+	return s.renderText(base, t, from, to, maxOut)
 }
 
 // renderText is the output of a cleaner fed [from, to), with the note of a
 // truncated output saying where the whole of it is.
-func (s *Session) renderText(t *screen.Text, from, to int64, maxOut int) (string, bool) {
+func (s *Session) renderText(base string, t *screen.Text, from, to int64, maxOut int) (string, bool) {
 	if maxOut == 0 {
 		return "", to > from
 	}
-	text, truncated, _ := t.Result()
-	if truncated {
-		text = strings.Replace(text, " characters omitted ...]",
-			fmt.Sprintf(" characters omitted; full output: GET /v1/sessions/%s/output?from=%d&to=%d ...]", s.id, from, to), 1)
-	}
+	text, truncated, _ := t.ResultNote(s.truncationNote(base, from, to))
 	return text, truncated
 }
 
@@ -629,7 +636,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 			wait = min(wait, time.Until(deadline))
 		}
 		if wait <= 0 {
-			return s.idleResult(before, end, maxOut), nil
+			return s.idleResult(ctx, before, end, maxOut), nil
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -640,7 +647,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 			changed := s.seq != seq
 			s.mu.Unlock()
 			if !changed {
-				return s.idleResult(before, end, maxOut), nil
+				return s.idleResult(ctx, before, end, maxOut), nil
 			}
 		case <-ctx.Done():
 			t.Stop()
@@ -649,11 +656,11 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 	}
 }
 
-func (s *Session) idleResult(from, to int64, maxOut int) wire.Result {
+func (s *Session) idleResult(ctx context.Context, from, to int64, maxOut int) wire.Result {
 	s.mu.Lock()
 	r := wire.Result{Status: wire.StatusExited, Cwd: s.cwd, OffsetStart: from, OffsetEnd: to, OutputBytes: to - from, ChunkStart: from}
 	s.mu.Unlock()
-	r.Output, r.Truncated = s.cleanRange(from, to, maxOut)
+	r.Output, r.Truncated = s.cleanRangeAt(apiBase(ctx), from, to, maxOut)
 	return r
 }
 
@@ -676,5 +683,5 @@ func (s *Session) Interrupt(ctx context.Context, req wire.Interrupt) (wire.Resul
 	case <-ctx.Done():
 		return wire.Result{}, ctx.Err()
 	}
-	return s.result(c, maxOut, false), nil
+	return s.result(ctx, c, maxOut, false), nil
 }

@@ -135,6 +135,17 @@ type Result struct {
 	// output begins (offset_start is where the command's output begins;
 	// a running result returns only what is new).
 	ChunkStart int64 `json:"chunk_start"`
+	// Overwrite is an extension: the first line of output replaces the
+	// last line of the previous result's output, which did not end in a
+	// newline (a \r progress bar redrawn across results). Output then
+	// holds that whole line as it stands now; chunk_start is where it
+	// begins in the stream.
+	Overwrite bool `json:"overwrite,omitempty"`
+	// AltScreen is an extension: the command shows a full-screen program
+	// (vim, less, top) on the terminal's alternate screen; output is then
+	// the text of that screen as it is now (see GET .../screen), not the
+	// bytes that drew it.
+	AltScreen bool `json:"alt_screen,omitempty"`
 	// Extensions on the command log (docs/api.md "State on disk"):
 	// LogTruncated says the log was cut to its head and tail to keep the
 	// session within its disk bound; LogIncomplete that writing it failed
