@@ -44,6 +44,14 @@ func TestKillTreeSparesSameNumberedTerminalElsewhere(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a mount namespace with its own devpts")
 	}
+	// Opt-in: on the machine limbs is developed on, a private devpts
+	// mount gets the whole process tree that made it (the test binary,
+	// go test, the shell running them) SIGKILLed from outside, which
+	// would take CI down with it. strace shows no signal from the test's
+	// own processes.
+	if os.Getenv("LIMBS_TEST_PRIVATE_DEVPTS") != "1" {
+		t.Skip("mounts a devpts in a private mount namespace: set LIMBS_TEST_PRIVATE_DEVPTS=1 to run it (on a machine that allows that)")
+	}
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("needs python3")
