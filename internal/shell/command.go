@@ -97,8 +97,10 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	// only rewritten when no command runs.
 	script := filepath.Join(s.rdir, "cmd")
 	if p.bash {
-		// C-x C-l: the rc binds it to put ` . "$__L"` on the line and accept it.
+		// C-x C-l: the end file binds it to put runLine on the line and
+		// accept it.
 		line = "\x18\x0c"
+		text = cmdPrefix + text
 	} else {
 		text = "printf '\\033]633;limbs;%s;S\\007' " + shq(s.token) + "\n" + text
 		line = "\x15 . " + shq(script) + "\n"

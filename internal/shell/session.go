@@ -258,6 +258,15 @@ func (s *Session) startLocked() (*proc, error) {
 	if err := s.m.opts.Agent.give(rcPath); err != nil {
 		return nil, fmt.Errorf("writing the shell's rc file: %w", err)
 	}
+	if bash {
+		endPath := filepath.Join(s.rdir, "end")
+		if err := writeFile(endPath, []byte(endFile()), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the shell's end file: %w", err)
+		}
+		if err := s.m.opts.Agent.give(endPath); err != nil {
+			return nil, fmt.Errorf("writing the shell's end file: %w", err)
+		}
+	}
 	var ends *endChan
 	var endFile *os.File
 	if bash {
