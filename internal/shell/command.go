@@ -160,10 +160,18 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 		case <-c.done:
 			return s.result(c, maxOut, false), nil
 		case <-yieldC:
+			if s.recoverReplaced(c) {
+				s.awaitReplaced(ctx, c)
+				return s.result(c, maxOut, false), nil
+			}
 			return s.result(c, maxOut, s.waiting(c)), nil
 		case <-quiet.C:
 			d := s.untilQuiet(c)
 			if d <= 0 {
+				if s.recoverReplaced(c) {
+					s.awaitReplaced(ctx, c)
+					return s.result(c, maxOut, false), nil
+				}
 				if s.waiting(c) {
 					return s.result(c, maxOut, true), nil
 				}
@@ -173,6 +181,17 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 		case <-ctx.Done():
 			return wire.Result{}, ctx.Err()
 		}
+	}
+}
+
+// awaitReplaced waits for a replaced shell, killed, to end c.
+func (s *Session) awaitReplaced(ctx context.Context, c *command) {
+	t := time.NewTimer(replacedWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -231,6 +250,10 @@ func (s *Session) result(c *command, maxOut int, waiting bool) wire.Result {
 		r.ExitCode = &code
 		r.Status = c.status
 		r.ShellExited = c.shellEnd
+		if c.replaced {
+			r.ExitCode = nil
+			r.ShellReplaced = true
+		}
 		r.DurationMs = c.endAt.Sub(c.typedAt).Milliseconds()
 		r.OffsetStart = c.startOff
 	} else {

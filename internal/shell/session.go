@@ -128,6 +128,7 @@ type command struct {
 	exitCode int
 	status   string
 	shellEnd bool
+	replaced bool   // the shell was replaced by another (replaced.go)
 	reported bool   // the final result was handed out
 	stopping string // timeout or interrupted, once a stop began
 	timer    *time.Timer
@@ -400,6 +401,7 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) (ended bool) {
 			if p.rc != "" {
 				os.Remove(p.rc)
 			}
+			p.image = imageOf(p.pid)
 			close(p.ready)
 		}
 	}
