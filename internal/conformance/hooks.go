@@ -36,6 +36,22 @@ func testHooks(t *testing.T, c *client.Client) {
 			checkIntegration(t, c, id)
 		})
 	}
+	t.Run("DebugTrap", func(t *testing.T) {
+		t.Parallel()
+		id := newSession(t, c)
+		wantExit(t, run(t, c, id, "trap 'echo dbg' DEBUG"), 0)
+		// What bash -c prints after the same trap: the trap before each
+		// of the command's own simple commands, and only those.
+		wantOutput(t, c, id, "echo hi", "dbg\nhi\n")
+		wantOutput(t, c, id, "false; echo $?", "dbg\ndbg\n1\n")
+		r := run(t, c, id, "false")
+		wantExit(t, r, 1)
+		if r.Output != "dbg\n" {
+			t.Errorf("false printed %q, want %q", r.Output, "dbg\n")
+		}
+		wantOutput(t, c, id, "trap - DEBUG", "dbg\n")
+		checkIntegration(t, c, id)
+	})
 	t.Run("Xtrace", func(t *testing.T) {
 		t.Parallel()
 		id := newSession(t, c)
