@@ -52,6 +52,9 @@ func Run(t *testing.T, c *client.Client) {
 	t.Run("Errors", func(t *testing.T) { testErrors(t, c) })
 	t.Run("ForgedMarkers", func(t *testing.T) { testForgedMarkers(t, c) })
 	t.Run("Results", func(t *testing.T) { testResults(t, c) })
+	t.Run("Hooks", func(t *testing.T) { testHooks(t, c) })
+	t.Run("ShellReplaced", func(t *testing.T) { testShellReplaced(t, c) })
+	t.Run("ExitWithBackgroundJob", func(t *testing.T) { testExitWithBackgroundJob(t, c) })
 	t.Run("Parallel50_slow", func(t *testing.T) { testParallelSessions(t, c) })
 }
 

@@ -97,8 +97,10 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	// only rewritten when no command runs.
 	script := filepath.Join(s.rdir, "cmd")
 	if p.bash {
-		// C-x C-l: the rc binds it to put ` . "$__L"` on the line and accept it.
+		// C-x C-l: the end file binds it to put runLine on the line and
+		// accept it.
 		line = "\x18\x0c"
+		text = cmdPrefix + text
 	} else {
 		text = "printf '\\033]633;limbs;%s;S\\007' " + shq(s.token) + "\n" + text
 		line = "\x15 . " + shq(script) + "\n"
@@ -158,10 +160,18 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 		case <-c.done:
 			return s.result(ctx, c, maxOut, false), nil
 		case <-yieldC:
+			if s.recoverReplaced(c) {
+				s.awaitReplaced(ctx, c)
+				return s.result(ctx, c, maxOut, false), nil
+			}
 			return s.result(ctx, c, maxOut, s.waiting(c)), nil
 		case <-quiet.C:
 			d := s.untilQuiet(c)
 			if d <= 0 {
+				if s.recoverReplaced(c) {
+					s.awaitReplaced(ctx, c)
+					return s.result(ctx, c, maxOut, false), nil
+				}
 				if s.waiting(c) {
 					return s.result(ctx, c, maxOut, true), nil
 				}
@@ -171,6 +181,17 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 		case <-ctx.Done():
 			return wire.Result{}, ctx.Err()
 		}
+	}
+}
+
+// awaitReplaced waits for a replaced shell, killed, to end c.
+func (s *Session) awaitReplaced(ctx context.Context, c *command) {
+	t := time.NewTimer(replacedWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -248,6 +269,10 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 		r.ExitCode = &code
 		r.Status = c.status
 		r.ShellExited = c.shellEnd
+		if c.replaced {
+			r.ExitCode = nil
+			r.ShellReplaced = true
+		}
 		r.DurationMs = c.endAt.Sub(c.typedAt).Milliseconds()
 		r.OffsetStart = c.startOff
 	} else {

@@ -30,6 +30,7 @@ type proc struct {
 	status int
 	ready  chan struct{} // closed at the first prompt marker
 	rc     string        // rc file to remove once read
+	image  string        // imageOf the shell at its first prompt (s.mu)
 	ends   *endChan      // bash: the channel that proves its end markers
 	reaper               // see kill.go
 }

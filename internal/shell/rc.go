@@ -47,7 +47,9 @@ func bashRC(token, dir, rdir, cwd, envFile string) string {
 	fmt.Fprintf(&b, "exec %d>&3 3>&-\n__LIMBS_N=0\n", endFD)
 	fmt.Fprintf(&b, "__LIMBS_T=%s\n__LIMBS_D=%s\n__LIMBS_R=%s\n__LIMBS_ENV_END=%s\nreadonly __LIMBS_T __LIMBS_D __LIMBS_R __LIMBS_ENV_END\n", shq(token), shq(dir), shq(rdir), shq(envEnd))
 	// The command file, as the shortest word that can be typed.
-	fmt.Fprintf(&b, "__L=%s\nreadonly __L\n", shq(filepath.Join(rdir, "cmd")))
+	fmt.Fprintf(&b, "__L=%s\n__LZ=%s\nreadonly __L __LZ\n", shq(filepath.Join(rdir, "cmd")), shq(filepath.Join(rdir, "end")))
+	macro := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(runLine)
+	fmt.Fprintf(&b, "__LIMBS_LINE=%s\n__LIMBS_MACRO=%s\nreadonly __LIMBS_LINE __LIMBS_MACRO\n", shq(runLine), shq(macro))
 	if envFile != "" {
 		// The exported environment of the shell this one replaces.
 		fmt.Fprintf(&b, ". %s 2>/dev/null\n", shq(envFile))
@@ -59,51 +61,141 @@ set +o histexpand
 shopt -s checkwinsize
 bind 'set enable-bracketed-paste off' 2>/dev/null
 bind 'set bell-style none' 2>/dev/null
-# limbs types C-x C-l to run the command file. On bash >= 5 a bind -x
-# sets the whole line at once (readline redraws it in one write; a macro
-# echoes it one byte per write), then C-j accepts it; older bash types the
-# line with a macro.
-if (( BASH_VERSINFO[0] >= 5 )); then
-	bind -x '"\C-x\C-a": READLINE_LINE=" . \"\$__L\""; READLINE_POINT=${#READLINE_LINE}' 2>/dev/null
-	bind -m vi-insert -x '"\C-x\C-a": READLINE_LINE=" . \"\$__L\""; READLINE_POINT=${#READLINE_LINE}' 2>/dev/null
-	bind '"\C-x\C-l": "\C-x\C-a\C-j"' 2>/dev/null
-	bind -m vi-insert '"\C-x\C-l": "\C-x\C-a\C-j"' 2>/dev/null
-else
-	bind '"\C-x\C-l": "\C-e\C-u . \"$__L\"\n"' 2>/dev/null
-	bind -m vi-insert '"\C-x\C-l": "\C-e\C-u . \"$__L\"\n"' 2>/dev/null
-fi
 export -n PS1
 PS1='\u@\h:\w\$ '
 PS2='> '
-PS0=$'\e]633;limbs;'"$__LIMBS_T"$';S\a'
+__LIMBS_S=$'\e]633;limbs;'"$__LIMBS_T"$';S\a'
+readonly __LIMBS_S
+__LIMBS_DONE=
+PROMPT_COMMAND=
+# The end file defines limbs' functions; __limbs_z installs the rest:
+# the keys limbs types, PS0 and PROMPT_COMMAND.
+. "$__LZ" 2>/dev/null
+__limbs_z 2>/dev/null
+trap __limbs_exit EXIT
+`)
+	return b.String()
+}
+
+// runLine is the line the C-x C-l key puts on the command line to run a
+// command: it ends the command itself instead of leaving that to
+// PROMPT_COMMAND, which users rewrite (PROMPT_COMMAND="history -a;
+// $PROMPT_COMMAND" would clobber $?, PROMPT_COMMAND="" would lose the
+// end). __limbs_a saves the shell's options and turns xtrace off, so that
+// the trace shows the user's commands only (the command file turns it
+// back on: cmdPrefix); the status of the sourced file is the command's
+// own status, which __limbs_z sends, or the end file when a command
+// removed the function. limbs' steps write their stderr to /dev/null,
+// which is where xtrace writes their trace.
+const runLine = ` { __limbs_a; } 2>/dev/null; . "$__L"; { __limbs_s=$?; [[ ${__limbs_x-} == *T* ]] || builtin set +T; __limbs_z || . "$__LZ"; } 2>/dev/null`
+
+// cmdPrefix starts the command file, on its first line so that LINENO
+// stays the user's: xtrace back on when the shell had it.
+const cmdPrefix = `{ case ${__limbs_x-} in *x*) set -x;; esac; } 2>/dev/null; `
+
+func endFile() string {
+	return strings.ReplaceAll(endFileText, "@FD@", strconv.Itoa(endFD))
+}
+
+// endFileText defines limbs' functions; the rc sources it, and so does
+// runLine when a command removed __limbs_z. __limbs_z sends the end (the
+// message, then the marker) when runLine set __limbs_s, saves the
+// exported environment, and puts back every part of the integration a
+// command may have changed: the keys limbs types, the start marker in
+// PS0, its functions and its PROMPT_COMMAND entry (for commands a person
+// types on an attached terminal). Its stderr is /dev/null (runLine).
+//
+// trap wraps a DEBUG trap so that it does not fire for limbs' own steps
+// (a DEBUG trap runs before every simple command, and runLine has a few);
+// trap -p shows the wrapped action.
+const endFileText = `__limbs_a() {
+	__limbs_x=$-
+	set +x
+	# source (.) turns a DEBUG trap off while it reads a file, unless
+	# functrace is on: on while the command runs, when the user set one.
+	[[ -z ${__limbs_dbg-} ]] || set -T
+}
+__limbs_z() {
+	if [[ -n ${__limbs_s+x} ]]; then
+		local p=$PWD
+		case $p in *[$'\a\e\n']*) p= ;; esac
+		(( ${#p} > 1000 )) && p=
+		((++__LIMBS_N))
+		builtin printf 'E %s %s %s' "$__LIMBS_N" "$__limbs_s" "$p" >&@FD@ ||
+			builtin printf 'limbs: this shell closed descriptor @FD@, which limbs needs to see a command end; restart the session\n'
+		builtin printf '\e]633;limbs;%s;E;%s\a' "$__LIMBS_T" "$__LIMBS_N"
+		__LIMBS_DONE=1
+		# Saved after the end marker, off the result's path (export -p
+		# writes a line per system call); the shell reads the next command
+		# only once this is done, so no command of this shell can outrun
+		# the save.
+		{ builtin export -p; builtin echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env"
+	fi
+	builtin unset __limbs_x __limbs_s
+	builtin declare -F __limbs_a __limbs_prompt __limbs_exit trap 1>&2 || . "$__LZ"
+	if (( BASH_VERSINFO[0] >= 5 )); then
+		builtin bind -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
+		builtin bind '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
+	else
+		builtin bind '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
+	fi
+	builtin bind '"\C-x\C-b": accept-line'
+	if [[ $SHELLOPTS == *vi* ]]; then
+		if (( BASH_VERSINFO[0] >= 5 )); then
+			builtin bind -m vi-insert -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
+			builtin bind -m vi-insert '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
+		else
+			builtin bind -m vi-insert '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
+		fi
+		builtin bind -m vi-insert '"\C-x\C-b": accept-line'
+	fi
+	[[ ${PS0-} == *"$__LIMBS_S"* ]] || PS0=$__LIMBS_S${PS0-}
+	[[ ${PROMPT_COMMAND-} == *__limbs_prompt* ]] || PROMPT_COMMAND="{ __limbs_prompt; } 2>/dev/null${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
+}
 __limbs_prompt() {
 	local s=$? p=$PWD
+	if [[ -n $__LIMBS_DONE ]]; then
+		# limbs ran this command, and __limbs_z sent its end.
+		__LIMBS_DONE=
+		return
+	fi
 	case $p in *[$'\a\e\n']*) p= ;; esac
 	(( ${#p} > 1000 )) && p=
 	((++__LIMBS_N))
 	# The message first, from this very process (limbsd checks its pid),
 	# then the marker that says where the output ends.
-	printf 'E %s %s %s' "$__LIMBS_N" "$s" "$p" >&@FD@ ||
-		printf 'limbs: this shell closed descriptor @FD@, which limbs needs to see a command end; restart the session\n' >&2
-	printf '\e]633;limbs;%s;E;%s\a' "$__LIMBS_T" "$__LIMBS_N"
-	# Saved after the end marker, off the result's path (export -p writes
-	# a line per system call); the shell reads the next command only once
-	# this is done, so no command of this shell can outrun the save.
-	{ export -p; echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
+	builtin printf 'E %s %s %s' "$__LIMBS_N" "$s" "$p" >&@FD@ ||
+		builtin printf 'limbs: this shell closed descriptor @FD@, which limbs needs to see a command end; restart the session\n'
+	builtin printf '\e]633;limbs;%s;E;%s\a' "$__LIMBS_T" "$__LIMBS_N"
+	{ builtin export -p; builtin echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
 }
 __limbs_exit() {
 	local p=$PWD
 	case $p in *[$'\a\e\n']*) p= ;; esac
 	(( ${#p} > 1000 )) && p=
-	{ export -p; echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
-	printf 'X %s %s' "$__LIMBS_N" "$p" >&@FD@ 2>/dev/null
-	printf '\e]633;limbs;%s;X;%s\a' "$__LIMBS_T" "$__LIMBS_N"
+	{ builtin export -p; builtin echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
+	builtin printf 'X %s %s' "$__LIMBS_N" "$p" >&@FD@ 2>/dev/null
+	builtin printf '\e]633;limbs;%s;X;%s\a' "$__LIMBS_T" "$__LIMBS_N"
 }
-PROMPT_COMMAND=__limbs_prompt
-trap __limbs_exit EXIT
-`)
-	return strings.ReplaceAll(b.String(), "@FD@", strconv.Itoa(endFD))
+trap() {
+	# Each step names __limbs_: with functrace on, the DEBUG trap runs
+	# for them too, and skips what names limbs.
+	local __limbs_o=("$@") __limbs_t=("$@")
+	[[ ${__limbs_t[0]-} == -- ]] && __limbs_t=("${__limbs_t[@]:1}")
+	if (( ${#__limbs_t[@]} == 2 )) && [[ ${__limbs_t[1]} == DEBUG && -n ${__limbs_t[0]} && ${__limbs_t[0]} != -* ]]; then
+		builtin trap -- 'case ${FUNCNAME-}:$BASH_COMMAND in trap:*|*__limbs_*|*:"builtin set +T"|*:". \"\$__L\""|*:". \"\$__LZ\"") ;; *) '"${__limbs_t[0]}"$'\n;; esac' DEBUG && __limbs_dbg=1
+	else
+		builtin trap "${__limbs_o[@]}" || return
+		[[ -z ${__limbs_dbg-} || -n $(builtin trap -p DEBUG) ]] || __limbs_dbg=
+	fi
 }
+# The trace attribute keeps a DEBUG trap set by the function after it
+# returns.
+builtin declare -ft trap
+if [[ -n ${__limbs_s+x} ]]; then
+	__limbs_z
+fi
+`
 
 // shRC is the ENV file of an interactive POSIX sh (dash, busybox ash) when
 // bash is missing: the end marker lives in PS1 (parameter expansion gives

@@ -166,6 +166,7 @@ type command struct {
 	exitCode int
 	status   string
 	shellEnd bool
+	replaced bool   // the shell was replaced by another (replaced.go)
 	reported bool   // the final result was handed out
 	stopping string // timeout or interrupted, once a stop began
 	timer    *time.Timer
@@ -295,6 +296,15 @@ func (s *Session) startLocked() (*proc, error) {
 	}
 	if err := s.m.opts.Agent.give(rcPath); err != nil {
 		return nil, fmt.Errorf("writing the shell's rc file: %w", err)
+	}
+	if bash {
+		endPath := filepath.Join(s.rdir, "end")
+		if err := writeFile(endPath, []byte(endFile()), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the shell's end file: %w", err)
+		}
+		if err := s.m.opts.Agent.give(endPath); err != nil {
+			return nil, fmt.Errorf("writing the shell's end file: %w", err)
+		}
 	}
 	var ends *endChan
 	var endFile *os.File
@@ -433,6 +443,7 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) (ended bool) {
 			if p.rc != "" {
 				os.Remove(p.rc)
 			}
+			p.image = imageOf(p.pid)
 			close(p.ready)
 		}
 	}

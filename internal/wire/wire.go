@@ -131,6 +131,12 @@ type Result struct {
 	// (exit, exec, set -e, a kill). The next call gets a fresh shell with the
 	// old cwd and exported environment.
 	ShellExited bool `json:"shell_exited,omitempty"`
+	// ShellReplaced is an extension: the command replaced the shell with
+	// another one (exec bash, exec sh), which limbsd found at its prompt
+	// and replaced with a fresh shell of its own in the cwd the command
+	// left; exit_code is then null (the command never returned), and
+	// shell_exited is true.
+	ShellReplaced bool `json:"shell_replaced,omitempty"`
 	// ChunkStart is an extension: the stream offset where this result's
 	// output begins (offset_start is where the command's output begins;
 	// a running result returns only what is new).
