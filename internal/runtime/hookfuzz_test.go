@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -33,6 +34,10 @@ type hookStep struct {
 // an interactive one: set -e and exit (the shell ends), errors that name
 // the script and its line (command not found, cd to a missing directory),
 // an unset variable under set -u (a script exits), history.
+//
+// A byte picks hookSteps[b % len(hookSteps)]: add steps at the end only,
+// so that the corpus in testdata/fuzz/FuzzHookChanges (small bytes) keeps
+// its meaning.
 var hookSteps = []hookStep{
 	// Hook changes.
 	{text: `PROMPT_COMMAND=""`},
@@ -142,6 +147,10 @@ type hookResult struct {
 // and RETURN traps print for the user's own commands is part of the
 // output, as in bash, and anything of limbs' own steps is not
 // (internal/conformance hooks.go holds the same contract case by case).
+//
+// With $LIMBS_HOOKFUZZ_SURVEY naming a file, each mismatching step is
+// appended there (with its input) and the run goes on: one fuzz run then
+// lists every difference it meets instead of stopping at the first.
 func FuzzHookChanges(f *testing.F) {
 	for _, p := range [][]string{
 		{`PROMPT_COMMAND=""`, `echo hi`, `false`, `cd /tmp`, `pwd`},
@@ -172,6 +181,7 @@ func FuzzHookChanges(f *testing.F) {
 	if err != nil {
 		f.Skip("no bash on PATH: no reference to compare with")
 	}
+	survey := os.Getenv("LIMBS_HOOKFUZZ_SURVEY")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		prog := decodeHookProgram(data)
 		if len(prog) == 0 {
@@ -205,7 +215,12 @@ func FuzzHookChanges(f *testing.F) {
 			}
 			got = hookResult{code: *r.ExitCode, output: r.Output, cwd: r.Cwd}
 			if msg := compareHookStep(step, got, want[i]); msg != "" {
-				t.Fatalf("step %d %q: %s\nprogram:\n%s", i+1, step.text, msg, hookProgramText(prog))
+				msg = fmt.Sprintf("step %d %q: %s\nprogram:\n%s", i+1, step.text, msg, hookProgramText(prog))
+				if survey != "" {
+					hookSurvey(t, survey, data, msg)
+					continue
+				}
+				t.Fatal(msg)
 			}
 		}
 	})
@@ -267,6 +282,18 @@ func compareHookStep(step hookStep, got, want hookResult) string {
 		diffs = append(diffs, fmt.Sprintf("cwd %q, bash says %q", got.cwd, want.cwd))
 	}
 	return strings.Join(diffs, "; ")
+}
+
+// hookSurvey appends msg and the input that gave it to the file at path.
+func hookSurvey(t *testing.T, path string, data []byte, msg string) {
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatalf("opening $LIMBS_HOOKFUZZ_SURVEY: %v", err)
+	}
+	defer fh.Close()
+	if _, err := fmt.Fprintf(fh, "input %q\n%s\n", data, msg); err != nil {
+		t.Fatalf("writing $LIMBS_HOOKFUZZ_SURVEY: %v", err)
+	}
 }
 
 // hookProgramText is prog as a failure message shows it, one step a line.
