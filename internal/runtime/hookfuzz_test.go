@@ -25,6 +25,10 @@ type hookStep struct {
 	// lines come in any order, in bash as in limbs; its output is compared
 	// as a multiset of lines.
 	racy bool
+	// shellState: the step expands PS1 or PROMPT_COMMAND, which hold
+	// limbs' hooks in the session and nothing in the reference; its
+	// trace lines (set -x) are left out of the comparison.
+	shellState bool
 }
 
 // hookSteps is what a program is made of: first the changes a user, a
@@ -43,11 +47,11 @@ var hookSteps = []hookStep{
 	{text: `PROMPT_COMMAND=""`},
 	{text: `unset PROMPT_COMMAND`},
 	{text: `PROMPT_COMMAND=("echo x")`},
-	{text: promptPrepend},
-	{text: `PROMPT_COMMAND="history -a; ${PROMPT_COMMAND:-}"`},
+	{text: promptPrepend, shellState: true},
+	{text: promptPrependNounset, shellState: true},
 	{text: `PS0=""`},
 	{text: `PS1='$ '`},
-	{text: `PS1="(venv) $PS1"`},
+	{text: `PS1="(venv) $PS1"`, shellState: true},
 	{text: `trap 'echo dbg' DEBUG`},
 	{text: `trap - DEBUG`},
 	{text: `trap 'true' RETURN`},
@@ -89,7 +93,10 @@ var hookSteps = []hookStep{
 // promptPrepend is the common bashrc line. Under set -u it is replaced by
 // its ${PROMPT_COMMAND:-} form: a non-interactive bash exits on an unset
 // variable, and the reference has no PROMPT_COMMAND of its own.
-const promptPrepend = `PROMPT_COMMAND="history -a; $PROMPT_COMMAND"`
+const (
+	promptPrepend        = `PROMPT_COMMAND="history -a; $PROMPT_COMMAND"`
+	promptPrependNounset = `PROMPT_COMMAND="history -a; ${PROMPT_COMMAND:-}"`
+)
 
 // maxHookSteps bounds a program: each step is one exec.
 const maxHookSteps = 8
@@ -108,7 +115,7 @@ func decodeHookProgram(data []byte) []hookStep {
 			nounset = false
 		case promptPrepend:
 			if nounset {
-				s.text = `PROMPT_COMMAND="history -a; ${PROMPT_COMMAND:-}"`
+				s.text = promptPrependNounset
 			}
 		}
 		p = append(p, s)
@@ -258,11 +265,17 @@ func hookReference(ctx context.Context, bash, dir string, prog []hookStep) ([]ho
 	return res, nil
 }
 
-var hookTraceLevel = regexp.MustCompile(`(?m)^\++ `)
+var (
+	hookTraceLevel = regexp.MustCompile(`(?m)^\++ `)
+	hookTraceLine  = regexp.MustCompile(`(?m)^\++ .*\n`)
+)
 
 // compareHookStep says how got differs from want, or "" if it does not.
 func compareHookStep(step hookStep, got, want hookResult) string {
 	norm := func(s string) string {
+		if step.shellState {
+			s = hookTraceLine.ReplaceAllString(s, "")
+		}
 		s = hookTraceLevel.ReplaceAllString(s, "+ ")
 		if step.racy {
 			lines := strings.SplitAfter(s, "\n")
