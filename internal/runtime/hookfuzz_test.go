@@ -241,7 +241,9 @@ func FuzzHookChanges(f *testing.F) {
 // printf go there, so the stream holds only what the steps printed.
 func hookReference(ctx context.Context, bash, dir string, prog []hookStep) ([]hookResult, error) {
 	var script strings.Builder
-	script.WriteString("exec 5>&1\n")
+	// An interactive shell has a PS1: without one, PS1="(venv) $PS1"
+	// would end the reference under set -u.
+	script.WriteString("exec 5>&1\nPS1='\\s-\\v\\$ '\n")
 	for _, step := range prog {
 		fmt.Fprintf(&script, "%s\n{ printf '\\0%%d\\0%%s\\0' \"$?\" \"$PWD\" >&5; } >/dev/null 2>&1\n", step.text)
 	}
