@@ -58,39 +58,7 @@ func (p *proc) replacedAtPrompt(image string) bool {
 // shellReadsTerminal reports whether the shell process itself sleeps in
 // a read of the terminal, or in select or poll with the terminal among
 // what it waits to read (readline).
-func (p *proc) shellReadsTerminal() bool {
-	pid := p.pid
-	dir := "/proc/" + strconv.Itoa(pid)
-	st, ok := readStat(pid)
-	if !ok || st.state != 'S' {
-		return false
-	}
-	b, err := os.ReadFile(dir + "/syscall")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 4 {
-		return false
-	}
-	nr, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return false
-	}
-	arg := func(i int) uint64 {
-		v, _ := strconv.ParseUint(strings.TrimPrefix(f[i+1], "0x"), 16, 64)
-		return v
-	}
-	switch sysKind(nr) {
-	case sysRead:
-		return p.isTerminalFD(dir, int(arg(0)))
-	case sysSelect:
-		return p.selectWaitsOnTerminal(pid, dir, int(arg(0)), arg(1))
-	case sysPoll:
-		return p.pollWaitsOnTerminal(pid, dir, arg(0), int(arg(1)))
-	}
-	return false
-}
+func (p *proc) shellReadsTerminal() bool { return p.sleepsOnTerminal(p.pid, true) }
 
 // recoverReplaced ends c when the shell was replaced by another one now
 // at its prompt; it reports whether it did (c ends once the replacement

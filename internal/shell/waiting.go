@@ -30,7 +30,12 @@ func (p *proc) waitingForInput() bool {
 	return false
 }
 
-func (p *proc) readsTerminal(pid int) bool {
+func (p *proc) readsTerminal(pid int) bool { return p.sleepsOnTerminal(pid, false) }
+
+// sleepsOnTerminal reports whether pid sleeps in a read of the session's
+// terminal, or waits for it in select, poll or epoll. The shell's own
+// select is readline at its prompt: it counts only with prompt set.
+func (p *proc) sleepsOnTerminal(pid int, prompt bool) bool {
 	dir := "/proc/" + strconv.Itoa(pid)
 	st, ok := readStat(pid)
 	if !ok || st.state != 'S' {
@@ -59,7 +64,7 @@ func (p *proc) readsTerminal(pid int) bool {
 	case sysRead:
 		return p.isTerminalFD(dir, int(arg(0)))
 	case sysSelect:
-		if pid == p.pid && p.bash {
+		if pid == p.pid && p.bash && !prompt {
 			// bash itself in pselect is readline at the prompt: the
 			// command has ended and its end marker is on its way.
 			return false
