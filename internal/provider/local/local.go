@@ -218,10 +218,38 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 	if err != nil {
 		return sandbox.Instance{}, err
 	}
-	if err := p.waitHealthy(ctx, pr); err != nil {
+	if err := p.waitHealthyRetrying(ctx, pr); err != nil {
 		return sandbox.Instance{}, err
 	}
 	return p.Inspect(ctx, spec.ID)
+}
+
+// errMountRace: bubblewrap failed to remount a mount of the host that
+// appeared or went while it made the host's root read-only (the Docker
+// engine adds and removes an overlay mount for every container it
+// starts); the next try succeeds.
+var errMountRace = errors.New("a host mount changed while bubblewrap set up the sandbox")
+
+func mountRace(log string) bool {
+	return strings.Contains(log, "bwrap: Can't bind mount") && strings.Contains(log, "Unable to apply mount flags")
+}
+
+// waitHealthyRetrying is waitHealthy, starting limbsd again (three times
+// at most) when bubblewrap lost a race with a host mount.
+func (p *Provider) waitHealthyRetrying(ctx context.Context, pr *proc) error {
+	for try := 0; ; try++ {
+		err := p.waitHealthy(ctx, pr)
+		if !errors.Is(err, errMountRace) || try == 3 {
+			return err
+		}
+		p.log.Info("bubblewrap lost a race with a host mount; starting the sandbox again", "sandbox", pr.meta.Spec.ID, "try", try+1)
+		p.mu.Lock()
+		pr, err = p.spawn(pr.meta)
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // spawn starts limbsd for m; p.mu is held.
@@ -470,7 +498,11 @@ func (p *Provider) waitHealthy(ctx context.Context, pr *proc) error {
 		}
 		select {
 		case <-pr.done:
-			return fmt.Errorf("limbsd of sandbox %s exited at start: %s", pr.meta.Spec.ID, p.logTail(pr.meta.Spec.ID))
+			tail := p.logTail(pr.meta.Spec.ID)
+			if mountRace(tail) {
+				return fmt.Errorf("limbsd of sandbox %s exited at start: %s: %w", pr.meta.Spec.ID, tail, errMountRace)
+			}
+			return fmt.Errorf("limbsd of sandbox %s exited at start: %s", pr.meta.Spec.ID, tail)
 		case <-ctx.Done():
 			return fmt.Errorf("limbsd of sandbox %s did not answer on %s: %w; its log says: %s", pr.meta.Spec.ID, sock, ctx.Err(), p.logTail(pr.meta.Spec.ID))
 		case <-time.After(delay):
@@ -623,7 +655,7 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 		}
 	}
 	p.mu.Unlock()
-	return p.waitHealthy(ctx, pr)
+	return p.waitHealthyRetrying(ctx, pr)
 }
 
 // Stop ends the sandbox's processes: SIGTERM to its process group (limbsd

@@ -234,3 +234,18 @@ func TestGroupAliveIgnoresZombies(t *testing.T) {
 		t.Errorf("a reaped group counts as alive")
 	}
 }
+
+// TestMountRace: the bubblewrap failure a concurrent Docker engine causes
+// (seen in CI: an overlay mount of a container being created) is told
+// apart from every other start failure, so that only it is retried.
+func TestMountRace(t *testing.T) {
+	for log, want := range map[string]bool{
+		`bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/var/lib/docker/overlay2/x-init/merged": Invalid argument`: true,
+		"bwrap: Can't bind mount /oldroot/ on /newroot/: Permission denied":                                                                                       false,
+		"limbsd: --user: unknown user nobody2": false,
+	} {
+		if got := mountRace(log); got != want {
+			t.Errorf("mountRace(%q) = %v, want %v", log, got, want)
+		}
+	}
+}
