@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -122,6 +123,7 @@ func run(args []string) int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		goruntime.GOMAXPROCS(1)
 	}
+	reserveThreads(spareThreads)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "limbsd: --log-level %q: use debug, info, warn or error\n", cfg.logLevel)
@@ -354,4 +356,33 @@ func giveToDirOwner(path, dir string) error {
 		return fmt.Errorf("giving the socket to %s's owner (uid %d): %w", dir, st.Uid, err)
 	}
 	return nil
+}
+
+// spareThreads is how many OS threads limbsd makes at start. It shares
+// the sandbox's pids limit with the agent, and the Go runtime ends the
+// whole process when it cannot make a thread it needs: a fork bomb at the
+// limit took limbsd down while it restarted the bomb's session. Threads
+// made now stay, idle, for the runtime to reuse.
+const spareThreads = 16
+
+// reserveThreads makes n OS threads: each goroutine locked to its thread
+// holds one until all n exist; unlocked before they return, the threads
+// go to the runtime's idle list instead of exiting.
+func reserveThreads(n int) {
+	var made, done sync.WaitGroup
+	made.Add(n)
+	done.Add(n)
+	release := make(chan struct{})
+	for range n {
+		go func() {
+			defer done.Done()
+			goruntime.LockOSThread()
+			made.Done()
+			<-release
+			goruntime.UnlockOSThread()
+		}()
+	}
+	made.Wait()
+	close(release)
+	done.Wait()
 }
