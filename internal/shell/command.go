@@ -263,7 +263,10 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 	s.mu.Lock()
 	r := wire.Result{CommandID: c.id, LogPath: c.logPath, Cwd: s.cwd}
 	var from, to int64
-	if c.ended {
+	// What the read loop changes under s.mu, read once: the rest of the
+	// result is built from this moment's state, part of it unlocked.
+	ended := c.ended
+	if ended {
 		from, to = c.returned, c.endOff
 		code := c.exitCode
 		r.ExitCode = &code
@@ -295,18 +298,18 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 	// already cleaned: the read loop fed its output to c.clean as it
 	// arrived.
 	var pre *screen.Text
-	if c.ended && c.clean != nil && c.cleanTo == to && c.cleanMax == maxOut {
+	if ended && c.clean != nil && c.cleanTo == to && c.cleanMax == maxOut {
 		pre = c.clean
 	}
 	s.mu.Unlock()
-	if !c.ended && to > from {
+	if !ended && to > from {
 		to -= s.holdBack(from, to)
 	}
 	s.mu.Lock()
-	if to > c.returned || c.ended {
+	if to > c.returned || ended {
 		c.returned = max(c.returned, to)
 	}
-	if c.ended {
+	if ended {
 		c.reported = true
 	}
 	// Later results start after this one: the running cleaner no longer
@@ -325,7 +328,7 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 	} else {
 		r.Output, r.Truncated = s.cleanRangeAt(apiBase(ctx), from, to, maxOut)
 	}
-	if !c.ended {
+	if !ended {
 		s.liveView(&r, r.OffsetStart, to, maxOut) // view.go
 	}
 	// The log file is written from the stream off the command's path
@@ -335,7 +338,7 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 	// large enough to be cut, and every log once a write to the state
 	// directory failed, so that the result can say what the log misses.
 	big := s.logs.head > 0 && to-r.OffsetStart > 2*s.logs.head
-	if (!c.ended || r.Truncated || big || s.out.troubled()) && r.OffsetStart >= 0 {
+	if (!ended || r.Truncated || big || s.out.troubled()) && r.OffsetStart >= 0 {
 		s.writeLog(c, to)
 		s.noteLog(c, &r)
 	}
