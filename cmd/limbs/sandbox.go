@@ -149,7 +149,7 @@ func sandboxCreate(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 	fs.Float64Var(&req.Cpus, "cpus", 0, "CPU limit (0: the provider's default)")
 	fs.Int64Var(&req.MemoryMB, "memory", 0, "memory limit in MiB (0: the provider's default)")
 	fs.Int64Var(&req.Pids, "pids", 0, "process limit (0: the provider's default)")
-	fs.StringVar(&req.Network, "network", "", "none (default) or bridge")
+	fs.StringVar((*string)(&req.Network), "network", "", "none (default) or bridge")
 	fs.Var(env, "env", "environment variable NAME=VALUE of every shell (repeatable)")
 	fs.StringVar(&req.Workspace, "workspace", "", "docker: volume name or host dir; local: host dir (default: a fresh one)")
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON instead of its id")
@@ -373,15 +373,7 @@ func sandboxEvents(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 	if err != nil {
 		return err
 	}
-	var l struct {
-		Events []struct {
-			Seq     uint64    `json:"seq"`
-			Time    time.Time `json:"time"`
-			Kind    string    `json:"kind"`
-			Reason  string    `json:"reason"`
-			Message string    `json:"message"`
-		} `json:"events"`
-	}
+	var l wire.SandboxEventList
 	if err := c.JSON(ctx, http.MethodGet, fmt.Sprintf("/sandboxes/%s/events?from=%d", fs.Arg(0), *from), nil, &l); err != nil {
 		return err
 	}
@@ -389,7 +381,7 @@ func sandboxEvents(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 		return printJSON(l)
 	}
 	for _, e := range l.Events {
-		line := fmt.Sprintf("%d %s %s", e.Seq, e.Time.Format(time.RFC3339), safe(e.Kind))
+		line := fmt.Sprintf("%d %s %s", e.Seq, e.Time.Format(time.RFC3339), safe(string(e.Kind)))
 		if e.Reason != "" {
 			line += " (" + safe(e.Reason) + ")"
 		}

@@ -91,9 +91,7 @@ func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request, op func(ctx c
 }
 
 // EventList is the body of GET /v1/sandboxes/{id}/events.
-type EventList struct {
-	Events []store.Event `json:"events"`
-}
+type EventList = wire.SandboxEventList
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	e, err := s.lookup(r.PathValue("id"))
@@ -113,7 +111,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, err)
 		return
 	}
-	wire.WriteJSON(w, http.StatusOK, EventList{Events: evs})
+	wire.WriteJSON(w, http.StatusOK, EventList{Events: eventsToWire(evs)})
 }
 
 func sortRecords(recs []store.Record) {

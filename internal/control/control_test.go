@@ -277,7 +277,7 @@ func TestRecoveryAfterDeath(t *testing.T) {
 	}
 	var kinds []string
 	for _, e := range evs.Events {
-		kinds = append(kinds, e.Kind+":"+e.Reason)
+		kinds = append(kinds, string(e.Kind)+":"+e.Reason)
 	}
 	if d := cmp.Diff([]string{"created:", "died:oom_killed", "recovered:oom_killed"}, kinds); d != "" {
 		t.Errorf("event log (-want +got):\n%s", d)

@@ -107,14 +107,14 @@ func (s *Server) update(e *entry, change func(r *store.Record), evs ...store.Eve
 
 // event appends to the sandbox's lifecycle log when no record changes with
 // it; a failure to record is logged, not fatal.
-func (s *Server) event(id, kind, reason, message string) {
+func (s *Server) event(id string, kind wire.EventKind, reason, message string) {
 	if _, err := s.db.AppendEvent(id, newEvent(kind, reason, message)); err != nil {
 		s.log.Warn("recording a sandbox event", "sandbox", id, "kind", kind, "err", err)
 	}
 }
 
-func newEvent(kind, reason, message string) store.Event {
-	return store.Event{Time: time.Now().UTC(), Kind: kind, Reason: reason, Message: message}
+func newEvent(kind wire.EventKind, reason, message string) store.Event {
+	return store.Event{Time: time.Now().UTC(), Kind: string(kind), Reason: reason, Message: message}
 }
 
 // add registers a new entry, refusing a name already in use.
@@ -176,7 +176,7 @@ func (s *Server) specOf(r store.Record) sandbox.Spec {
 		Cpus:         r.Limits.Cpus,
 		MemoryMB:     r.Limits.MemoryMB,
 		Pids:         r.Limits.Pids,
-		Network:      r.Limits.Network,
+		Network:      sandbox.Network(r.Limits.Network),
 		Env:          r.Env,
 		Workspace:    r.Workspace,
 		User:         r.Limits.User,
@@ -199,8 +199,8 @@ func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
 	}
 	switch req.Network {
 	case "":
-		req.Network = "none"
-	case "none", "bridge":
+		req.Network = wire.NetworkNone
+	case wire.NetworkNone, wire.NetworkBridge:
 	default:
 		return store.Record{}, fmt.Errorf("network %q: use \"none\" or \"bridge\": %w", req.Network, wire.ErrBadRequest)
 	}
@@ -289,7 +289,7 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 				r.Status = wire.SandboxRunning
 				r.Message = note
 				r.Limits = limitsInForce(p, spec, r.Limits)
-			}, newEvent("created", "", strings.TrimSpace(note+poolNote(rec))))
+			}, newEvent(wire.EventCreated, "", strings.TrimSpace(note+poolNote(rec))))
 		}
 	}
 	if err != nil {
@@ -357,7 +357,7 @@ func (s *Server) Stop(ctx context.Context, e *entry) (store.Record, error) {
 	return s.update(e, func(r *store.Record) {
 		r.Status = wire.SandboxStopped
 		r.Reason, r.Message = "", ""
-	}, newEvent("stopped", "", ""))
+	}, newEvent(wire.EventStopped, "", ""))
 }
 
 // Start starts a stopped (or failed) sandbox.
@@ -378,7 +378,7 @@ func (s *Server) Start(ctx context.Context, e *entry) (store.Record, error) {
 	return s.update(e, func(r *store.Record) {
 		r.Status = wire.SandboxRunning
 		r.Reason, r.Message = "", ""
-	}, newEvent("started", "", ""))
+	}, newEvent(wire.EventStarted, "", ""))
 }
 
 func poolNote(r store.Record) string {

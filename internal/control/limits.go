@@ -112,7 +112,7 @@ func limitsInForce(p any, spec sandbox.Spec, l wire.Limits) wire.Limits {
 		l.TmpMB = in.TmpMB
 	}
 	if l.Network == "" {
-		l.Network = in.Network
+		l.Network = wire.Network(in.Network)
 	}
 	if l.User == "" {
 		l.User = in.User

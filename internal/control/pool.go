@@ -46,7 +46,7 @@ func (p *pool) refill() {
 // when a sandbox is created.
 func (p *pool) claim(rec store.Record) (store.Record, bool) {
 	s := p.s
-	if rec.Provider != s.opts.DefaultProvider || rec.Limits != (wire.Limits{Network: "none"}) ||
+	if rec.Provider != s.opts.DefaultProvider || rec.Limits != (wire.Limits{Network: wire.NetworkNone}) ||
 		len(rec.Env) > 0 || rec.Workspace != "" {
 		return store.Record{}, false
 	}
@@ -82,7 +82,7 @@ func (p *pool) claim(rec store.Record) (store.Record, bool) {
 	}
 	r.CreatedAt = rec.CreatedAt
 	r.UpdatedAt = rec.CreatedAt
-	if err := s.db.Put(r, newEvent("claimed", "", "taken from the warm pool")); err != nil {
+	if err := s.db.Put(r, newEvent(wire.EventClaimed, "", "taken from the warm pool")); err != nil {
 		s.log.Warn("claiming a pool sandbox", "sandbox", r.ID, "err", err)
 		return store.Record{}, false
 	}

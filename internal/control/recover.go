@@ -69,7 +69,7 @@ func (s *Server) reconcile(ctx, bg context.Context) error {
 				r.Status = wire.SandboxFailed
 				r.Reason = "missing"
 				r.Message = fmt.Sprintf("the %s sandbox is gone (removed outside limbs?); remove it with `limbs sandbox rm %s`", name, r.ID)
-			}, newEvent("missing", "missing", ""))
+			}, newEvent(wire.EventMissing, "missing", ""))
 		}
 	}
 	for _, r := range recs {
@@ -100,7 +100,7 @@ func (s *Server) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandb
 		}
 		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxStopped })
 	case inst.State.Running && e.healthy(ctx) == nil:
-		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxRunning }, newEvent("adopted", "", ""))
+		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxRunning }, newEvent(wire.EventAdopted, "", ""))
 		s.log.Info("re-adopted a running sandbox", "sandbox", rec.ID)
 	default:
 		reason := inst.State.Reason
@@ -133,11 +133,11 @@ func (s *Server) watch(ctx context.Context, evs <-chan sandbox.Event) {
 			continue
 		}
 		switch ev.Kind {
-		case "oom":
+		case sandbox.EventOOM:
 			// A process was killed for memory; the sandbox may live on.
 			// The provider folds it into the reason of a death it causes.
-			s.event(ev.ID, "oom", "oom_killed", "a process in the sandbox was killed: out of memory")
-		case "died":
+			s.event(ev.ID, wire.EventOOM, "oom_killed", "a process in the sandbox was killed: out of memory")
+		case sandbox.EventDied:
 			reason := ev.Reason
 			if reason == "" {
 				reason = "exited"
@@ -166,7 +166,7 @@ func (s *Server) goRecover(ctx context.Context, e *entry, reason string) {
 		r.Status = wire.SandboxFailed
 		r.Reason = reason
 		r.Message = fmt.Sprintf("recovering after %s at %s; retry in a few seconds", reason, when)
-	}, newEvent("died", reason, ""))
+	}, newEvent(wire.EventDied, reason, ""))
 	if err != nil {
 		s.doneRecovering(e)
 		return // removed meanwhile
@@ -208,7 +208,7 @@ func (s *Server) recover(ctx context.Context, e *entry, reason, when string) {
 		if attempt == recoverAttempts || ctx.Err() != nil || errors.Is(err, sandbox.ErrUnsafe) || errors.Is(err, sandbox.ErrImpostor) {
 			_, _ = s.update(e, func(r *store.Record) {
 				r.Message = fmt.Sprintf("stopped (%s) at %s and could not be restarted: %v; try `limbs sandbox start %s` or remove it", reason, when, err, r.ID)
-			}, newEvent("recovery_failed", reason, err.Error()))
+			}, newEvent(wire.EventRecoveryFailed, reason, err.Error()))
 			return
 		}
 		select {
@@ -245,7 +245,7 @@ func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when stri
 		r.Status = wire.SandboxRunning
 		r.Reason = reason
 		r.Message = msg
-	}, newEvent("recovered", reason, msg)); err != nil {
+	}, newEvent(wire.EventRecovered, reason, msg)); err != nil {
 		return true, nil
 	}
 	s.log.Info("sandbox recovered", "sandbox", rec.ID, "reason", reason)

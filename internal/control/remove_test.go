@@ -29,7 +29,7 @@ func TestRemoveDoesNotRecover(t *testing.T) {
 			if err := h.c.JSON(context.Background(), "GET", "/sandboxes/"+id+"/events", nil, &evs); err == nil {
 				for _, e := range evs.Events {
 					if e.Kind != "created" {
-						during = append(during, e.Kind)
+						during = append(during, string(e.Kind))
 					}
 				}
 				if len(during) > 0 {

@@ -33,7 +33,7 @@ type Spec struct {
 	Cpus         float64
 	MemoryMB     int64
 	Pids         int64
-	Network      string // none or bridge
+	Network      Network // NetworkNone or NetworkBridge
 	Env          map[string]string
 	Workspace    string // volume name or host dir; empty: a fresh volume
 	User         string // default "1000:1000"
@@ -86,7 +86,7 @@ type Instance struct {
 // own calls (found through Docker events, a process exit, ...).
 type Event struct {
 	ID     string // sandbox id
-	Kind   string // died, oom, started, ...
+	Kind   EventKind
 	Reason string
 	Time   time.Time
 }

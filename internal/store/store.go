@@ -2,17 +2,19 @@
 // created and the lifecycle events of each, kept in one embedded bbolt file
 // so that a restarted control plane knows what it owns.
 //
-// Schema (file StateDir/limbs.db, schema version 1):
+// Schema (file StateDir/limbs.db, schema version 2; migrate.go has how
+// each version differs from the one before and brings an older file up):
 //
 //	meta       bucket
-//	  "schema"   -> "1"
+//	  "schema"   -> "2" (decimal)
 //	  "instance" -> this control plane's instance id (i_ + 16 hex), created once;
 //	                providers label everything they create with it
 //	sandboxes  bucket
 //	  sandbox id (sb_...) -> JSON Record
 //	events     bucket
 //	  sandbox id -> nested bucket
-//	    8-byte big-endian sequence number (from 1) -> JSON Event
+//	    8-byte big-endian sequence number (from 1) -> JSON Event without
+//	                                                  its Seq (the key)
 //
 // It must never decide anything: it stores and returns what the control plane
 // hands it, and it never talks to a provider.
@@ -33,8 +35,6 @@ import (
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
-
-const schemaVersion = "1"
 
 var (
 	bucketMeta      = []byte("meta")
@@ -73,11 +73,21 @@ type Record struct {
 	Pool string `json:"pool,omitempty"`
 }
 
-// Event is one entry of a sandbox's lifecycle log.
+// Event is one entry of a sandbox's lifecycle log. The control plane
+// serves it as a wire.SandboxEvent.
 type Event struct {
-	Seq     uint64    `json:"seq"`
+	Seq     uint64
+	Time    time.Time
+	Kind    string // one of the wire.Event* kinds
+	Reason  string
+	Message string
+}
+
+// eventValue is an Event as the registry stores it (schema 2): its
+// sequence number is its key.
+type eventValue struct {
 	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"` // created, started, stopped, died, recovered, removed, ...
+	Kind    string    `json:"kind"`
 	Reason  string    `json:"reason,omitempty"`
 	Message string    `json:"message,omitempty"`
 }
@@ -98,38 +108,39 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
 	d := &DB{db: db}
-	err = db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if v := meta.Get(keySchema); v != nil && string(v) != schemaVersion {
-			return fmt.Errorf("registry %s has schema %q, this limbs knows %q; use a new --state-dir", path, v, schemaVersion)
-		}
-		if err := meta.Put(keySchema, []byte(schemaVersion)); err != nil {
-			return err
-		}
-		if v := meta.Get(keyInstance); v != nil {
-			d.instance = string(v)
-		} else {
-			b := make([]byte, 8)
-			_, _ = rand.Read(b)
-			d.instance = "i_" + hex.EncodeToString(b)
-			if err := meta.Put(keyInstance, []byte(d.instance)); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.CreateBucketIfNotExists(bucketSandboxes); err != nil {
-			return err
-		}
-		_, err = tx.CreateBucketIfNotExists(bucketEvents)
-		return err
-	})
-	if err != nil {
+	if err := d.migrate(path); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := d.loadInstance(path); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// loadInstance reads the instance id, creating it once, and checks that
+// the buckets of the schema are there. A registry that has everything is
+// not written to.
+func (d *DB) loadInstance(path string) error {
+	err := d.db.View(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketSandboxes, bucketEvents} {
+			if tx.Bucket(b) == nil {
+				return fmt.Errorf("registry %s has no %q bucket: it is damaged; move it aside, or start limbs serve with another --state-dir", path, b)
+			}
+		}
+		d.instance = string(tx.Bucket(bucketMeta).Get(keyInstance))
+		return nil
+	})
+	if err != nil || d.instance != "" {
+		return err
+	}
+	return d.db.Update(func(tx *bolt.Tx) error {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		d.instance = "i_" + hex.EncodeToString(b)
+		return tx.Bucket(bucketMeta).Put(keyInstance, []byte(d.instance))
+	})
 }
 
 // Close closes the file.
@@ -223,7 +234,7 @@ func appendEvent(tx *bolt.Tx, id string, e Event) (Event, error) {
 		return e, err
 	}
 	e.Seq = seq
-	v, err := json.Marshal(e)
+	v, err := json.Marshal(eventValue{Time: e.Time, Kind: e.Kind, Reason: e.Reason, Message: e.Message})
 	if err != nil {
 		return e, err
 	}
@@ -240,11 +251,12 @@ func (d *DB) Events(id string, from uint64) ([]Event, error) {
 		}
 		c := b.Cursor()
 		for k, v := c.Seek(seqKey(from)); k != nil; k, v = c.Next() {
-			var e Event
+			var e eventValue
+			seq := binary.BigEndian.Uint64(k)
 			if err := json.Unmarshal(v, &e); err != nil {
-				return fmt.Errorf("event %d of %s: %w", binary.BigEndian.Uint64(k), id, err)
+				return fmt.Errorf("event %d of %s: %w", seq, id, err)
 			}
-			out = append(out, e)
+			out = append(out, Event{Seq: seq, Time: e.Time, Kind: e.Kind, Reason: e.Reason, Message: e.Message})
 		}
 		return nil
 	})

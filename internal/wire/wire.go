@@ -245,7 +245,7 @@ type CreateSandbox struct {
 	Cpus      float64           `json:"cpus,omitempty"`
 	MemoryMB  int64             `json:"memory_mb,omitempty"`
 	Pids      int64             `json:"pids,omitempty"`
-	Network   string            `json:"network,omitempty"`
+	Network   Network           `json:"network,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Workspace string            `json:"workspace,omitempty"`
 	// Extensions.
@@ -264,7 +264,7 @@ type Limits struct {
 	Cpus         float64 `json:"cpus"`
 	MemoryMB     int64   `json:"memory_mb"`
 	Pids         int64   `json:"pids"`
-	Network      string  `json:"network"`
+	Network      Network `json:"network"`
 	TmpMB        int64   `json:"tmp_mb,omitempty"`
 	ReadOnlyRoot bool    `json:"read_only_root"`
 	User         string  `json:"user,omitempty"`

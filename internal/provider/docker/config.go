@@ -28,7 +28,7 @@ const (
 	DefaultMemoryMB = 2048
 	DefaultPids     = 512
 	DefaultTmpMB    = 512
-	DefaultNetwork  = "none"
+	DefaultNetwork  = sandbox.NetworkNone
 )
 
 // Paths inside the sandbox.
@@ -122,7 +122,7 @@ func validate(spec sandbox.Spec) error {
 	if !idRE.MatchString(spec.ID) {
 		return bad("id %q: use letters, digits, '_', '.', '-'", spec.ID)
 	}
-	if spec.Network != "none" && spec.Network != "bridge" {
+	if spec.Network != sandbox.NetworkNone && spec.Network != sandbox.NetworkBridge {
 		return bad("network %q: use none (default) or bridge", spec.Network)
 	}
 	if !filepath.IsAbs(spec.SocketDir) {

@@ -260,7 +260,7 @@ func TestTranslate(t *testing.T) {
 					if ev.ID != "sb_1" {
 						t.Errorf("event for %q, want sb_1", ev.ID)
 					}
-					out = append(out, got{ev.Kind, ev.Reason})
+					out = append(out, got{string(ev.Kind), ev.Reason})
 				}
 			}
 			if diff := cmp.Diff(tt.want, out); diff != "" {

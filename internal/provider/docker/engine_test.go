@@ -173,7 +173,7 @@ func exitCode(r wire.Result) int {
 
 // waitEvent reads events until one for id matches kind, failing the test
 // if the stream ends first.
-func waitEvent(t *testing.T, evs <-chan sandbox.Event, id, kind string) sandbox.Event {
+func waitEvent(t *testing.T, evs <-chan sandbox.Event, id string, kind sandbox.EventKind) sandbox.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

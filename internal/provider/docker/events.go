@@ -11,19 +11,6 @@ import (
 	"github.com/limbs-dev/limbs/internal/sandbox"
 )
 
-// Kinds of sandbox.Event the provider reports.
-const (
-	EventStarted = "started" // the container (re)started
-	EventDied    = "died"    // the container stopped; Reason says why
-	EventOOM     = "oom"     // a process was OOM-killed; the sandbox may live on
-	EventRemoved = "removed" // the container was removed
-	// EventResync (with no ID) says the engine's event stream broke and is
-	// back: what happened meanwhile may be lost (an engine restart loses
-	// its event log), so the receiver should compare its sandboxes with
-	// List and Inspect.
-	EventResync = "resync"
-)
-
 // oomWindow is how recent an "oom" event must be for the next exit of the
 // same container to count as caused by it.
 const oomWindow = 10 * time.Second
@@ -110,7 +97,7 @@ func (p *Provider) watch(ctx context.Context, out chan<- sandbox.Event) {
 			}
 		}
 		select {
-		case out <- sandbox.Event{Kind: EventResync, Time: time.Now()}:
+		case out <- sandbox.Event{Kind: sandbox.EventResync, Time: time.Now()}:
 		case <-ctx.Done():
 			return
 		}
@@ -132,10 +119,10 @@ func translate(m events.Message, oomAt map[string]time.Time) (sandbox.Event, boo
 	switch m.Action {
 	case events.ActionStart:
 		delete(oomAt, m.Actor.ID)
-		ev.Kind = EventStarted
+		ev.Kind = sandbox.EventStarted
 	case events.ActionOOM:
 		oomAt[m.Actor.ID] = t
-		ev.Kind, ev.Reason = EventOOM, ReasonOOMKilled
+		ev.Kind, ev.Reason = sandbox.EventOOM, ReasonOOMKilled
 	case events.ActionDie:
 		code, err := strconv.Atoi(m.Actor.Attributes["exitCode"])
 		if err != nil {
@@ -144,10 +131,10 @@ func translate(m events.Message, oomAt map[string]time.Time) (sandbox.Event, boo
 		last, seen := oomAt[m.Actor.ID]
 		oomNow := seen && t.Sub(last) < oomWindow && code == 137
 		delete(oomAt, m.Actor.ID)
-		ev.Kind, ev.Reason = EventDied, exitReason(code, false, oomNow)
+		ev.Kind, ev.Reason = sandbox.EventDied, exitReason(code, false, oomNow)
 	case events.ActionDestroy:
 		delete(oomAt, m.Actor.ID)
-		ev.Kind, ev.Reason = EventRemoved, ReasonRemoved
+		ev.Kind, ev.Reason = sandbox.EventRemoved, ReasonRemoved
 	default:
 		return sandbox.Event{}, false
 	}

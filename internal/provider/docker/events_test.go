@@ -99,7 +99,7 @@ func TestEventsReconnect(t *testing.T) {
 		if !ok {
 			t.Fatalf("stream closed after %v", out)
 		}
-		out = append(out, got{ev.ID, ev.Kind, ev.Reason})
+		out = append(out, got{ev.ID, string(ev.Kind), ev.Reason})
 	}
 	want := []got{
 		{"sb_a", "started", ""},

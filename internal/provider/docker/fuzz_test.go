@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -28,7 +29,7 @@ func FuzzSpec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, user, workspace, network string) {
 		spec := testSpec()
 		spec.LimbsdPath = limbsd
-		spec.User, spec.Workspace, spec.Network = user, workspace, network
+		spec.User, spec.Workspace, spec.Network = user, workspace, sandbox.Network(network)
 		spec = withDefaults(spec)
 		if err := validate(spec); err != nil {
 			if !errors.Is(err, wire.ErrBadRequest) {

@@ -85,7 +85,7 @@ func TestKillLimbsd(t *testing.T) {
 	if out, code := dockerExec(t, p, b, "0", "sh", "-c", "kill -9 $(pgrep -o -x limbsd)"); code != 0 {
 		t.Fatalf("kill -9 limbsd: exit %d: %s", code, out)
 	}
-	if ev := waitEvent(t, evs, b.spec.ID, EventDied); ev.Reason != ReasonDaemonExited {
+	if ev := waitEvent(t, evs, b.spec.ID, sandbox.EventDied); ev.Reason != ReasonDaemonExited {
 		t.Errorf("died event reason %q, want %q", ev.Reason, ReasonDaemonExited)
 	}
 	inst, err := p.Inspect(ctx, b.spec.ID)
@@ -98,7 +98,7 @@ func TestKillLimbsd(t *testing.T) {
 	if err := p.Start(ctx, b.spec.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, evs, b.spec.ID, EventStarted)
+	waitEvent(t, evs, b.spec.ID, sandbox.EventStarted)
 	checkState(t, b)
 }
 
@@ -130,7 +130,7 @@ func TestMemoryHog(t *testing.T) {
 	if exitCode(r) != 137 {
 		t.Errorf("memory hog: exit %d (%q), want 137 (SIGKILL by the OOM killer)", exitCode(r), r.Output)
 	}
-	if ev := waitEvent(t, evs, b.spec.ID, EventOOM); ev.Reason != ReasonOOMKilled {
+	if ev := waitEvent(t, evs, b.spec.ID, sandbox.EventOOM); ev.Reason != ReasonOOMKilled {
 		t.Errorf("oom event reason %q", ev.Reason)
 	}
 	if r := exec("pwd"); strings.TrimSpace(r.Output) != "/workspace/deep" {
@@ -160,7 +160,7 @@ func TestLimbsdOOMKilled(t *testing.T) {
 		t.Fatalf("oom_score_adj: exit %d: %s", code, out)
 	}
 	dockerExec(t, p, b, agentUser, "python3", "-c", "b = bytearray(1 << 30)")
-	if ev := waitEvent(t, evs, b.spec.ID, EventDied); ev.Reason != ReasonOOMKilled {
+	if ev := waitEvent(t, evs, b.spec.ID, sandbox.EventDied); ev.Reason != ReasonOOMKilled {
 		t.Errorf("died event reason %q, want %q", ev.Reason, ReasonOOMKilled)
 	}
 	inst, err := p.Inspect(ctx, b.spec.ID)

@@ -346,7 +346,7 @@ func (p *Provider) bwrapArgs(m meta) []string {
 	// As root, bubblewrap keeps every capability unless told otherwise:
 	// with CAP_SYS_ADMIN a sandbox would simply remount / read-write.
 	a = append(a, "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--chdir", m.Workdir)
-	if m.Spec.Network != "bridge" {
+	if m.Spec.Network != sandbox.NetworkBridge {
 		a = append(a, "--unshare-net")
 	}
 	return append(a, "--")
@@ -459,7 +459,7 @@ func (p *Provider) exited(pr *proc) {
 		return
 	}
 	p.log.Warn("local sandbox daemon exited", "sandbox", pr.meta.Spec.ID, "pid", pr.meta.Pid)
-	ev := sandbox.Event{ID: pr.meta.Spec.ID, Kind: "died", Reason: "daemon_exited", Time: time.Now().UTC()}
+	ev := sandbox.Event{ID: pr.meta.Spec.ID, Kind: sandbox.EventDied, Reason: "daemon_exited", Time: time.Now().UTC()}
 	for _, s := range subs {
 		select {
 		case s.ch <- ev:
