@@ -35,14 +35,18 @@ func applyHunks(content string, op FileOp) (string, *hunkFailure) {
 	var rs []repl
 	next := 0 // hunks apply in file order
 	for hi, h := range op.Hunks {
-		fail := func(what string, want []string) (string, *hunkFailure) {
+		fail := func(what string, want []string, show bool) (string, *hunkFailure) {
 			f := &hunkFailure{PatchFailure: PatchFailure{Hunk: hi + 1, PatchLine: h.Line}}
 			var b strings.Builder
 			fmt.Fprintf(&b, "Hunk %d of '*** Update File: %s' (patch line %d) did not apply: %s", hi+1, op.Path, h.Line, what)
 			if next > 0 {
 				fmt.Fprintf(&b, " after line %d (where the previous hunk or @@ line matched)", next)
 			}
-			b.WriteString(".\n")
+			if show {
+				b.WriteString(":\n" + strings.Join(want, "\n") + "\n")
+			} else {
+				b.WriteString(".\n")
+			}
 			if c, ok := nearest(lines, want); ok {
 				f.NearestLine = c.line
 				b.WriteString(describeNearest(c, strings.Join(want, "\n")))
@@ -54,7 +58,7 @@ func applyHunks(content string, op FileOp) (string, *hunkFailure) {
 		for _, c := range h.Context {
 			at := seek(lines, []string{c}, next, false)
 			if at < 0 {
-				return fail(fmt.Sprintf("its @@ line %q was not found", c), []string{c})
+				return fail(fmt.Sprintf("its @@ line %q was not found", c), []string{c}, false)
 			}
 			next = at + 1
 		}
@@ -85,7 +89,10 @@ func applyHunks(content string, op FileOp) (string, *hunkFailure) {
 			if h.EOF {
 				what = "these lines were not found at the end of the file"
 			}
-			return fail(what+":\n"+strings.Join(h.Old, "\n")+"\n", h.Old)
+			return fail(what, h.Old, true)
+		}
+		if len(h.Ops) == len(h.Old)+len(h.New)-strings.Count(h.Ops, " ") {
+			with = keepContext(lines[at:at+len(old)], h, len(old))
 		}
 		rs = append(rs, repl{at: at, n: len(old), with: with})
 		next = at + len(old)
@@ -100,6 +107,32 @@ func applyHunks(content string, op FileOp) (string, *hunkFailure) {
 		return "", nil
 	}
 	return strings.Join(lines, eol) + eol, nil
+}
+
+// keepContext is the replacement of a matched window: the hunk's added
+// lines, and its context lines as the file has them (a context line that
+// matched once whitespace was ignored keeps the file's whitespace). n is
+// how many of the hunk's old lines were matched (a trailing empty context
+// line may have been dropped).
+func keepContext(window []string, h Hunk, n int) []string {
+	var out []string
+	oi, ni := 0, 0
+	for _, op := range h.Ops {
+		switch op {
+		case ' ':
+			if oi < n {
+				out = append(out, window[oi])
+			}
+			oi++
+			ni++
+		case '-':
+			oi++
+		case '+':
+			out = append(out, h.New[ni])
+			ni++
+		}
+	}
+	return out
 }
 
 // seek finds pattern in lines at or after start (only at the very end when

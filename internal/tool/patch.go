@@ -62,6 +62,9 @@ type Hunk struct {
 	// Old are the lines the hunk expects (context and removed lines), New
 	// what replaces them (context and added lines).
 	Old, New []string
+	// Ops is the first character of each of the hunk's lines, in order
+	// (' ', '-' or '+'), so that context lines can keep the file's bytes.
+	Ops string
 	// EOF: Old must end the file ("*** End of File").
 	EOF bool
 	// Line is the patch line (1-based) where the hunk starts.
@@ -233,6 +236,7 @@ func parseHunk(lines []string, ln int, first bool) (Hunk, int, error) {
 		}
 		if l == "" { // an empty context line whose space was lost
 			h.Old, h.New = append(h.Old, ""), append(h.New, "")
+			h.Ops += " "
 			body++
 			continue
 		}
@@ -249,6 +253,7 @@ func parseHunk(lines []string, ln int, first bool) (Hunk, int, error) {
 			}
 			return h, n, nil // the next hunk or section
 		}
+		h.Ops += l[:1]
 		body++
 	}
 	if body == 0 {
