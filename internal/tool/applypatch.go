@@ -158,7 +158,7 @@ func (r *patchRun) load(p string) (*vfile, *Result[PatchOutput], error) {
 		if st, serr := r.f.Stat(r.ctx, p); serr == nil && st.Type == "dir" {
 			what = "is a directory"
 		}
-		res := refusal[PatchOutput](fmt.Sprintf("%s %s (%v).", p, what, err))
+		res := refusal[PatchOutput](fmt.Sprintf("%s %s (%s).", p, what, detail(err)))
 		return nil, &res, nil
 	default:
 		return nil, nil, fmt.Errorf("reading %s: %w", p, err)
@@ -263,7 +263,7 @@ func (r *patchRun) commit() (map[string]string, *Result[PatchOutput], error) {
 	written := map[string]string{}
 	var done []step
 	fail := func(v *vfile, err error) (map[string]string, *Result[PatchOutput], error) {
-		why := err.Error()
+		why := detail(err)
 		if errors.Is(err, wire.ErrConflict) {
 			why = "it changed after the patch read it (another program wrote it)"
 		}

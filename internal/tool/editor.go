@@ -131,8 +131,10 @@ func readErr(p string, err error) (Result[EditOutput], error) {
 	switch {
 	case errors.Is(err, wire.ErrNotFound):
 		return refusal[EditOutput](fmt.Sprintf("Invalid `path` parameter: %s. The path %s does not exist. Please provide a valid path.", p, p)), nil
-	case errors.Is(err, wire.ErrBadRequest), errors.Is(err, wire.ErrTooLarge):
-		return refusal[EditOutput](fmt.Sprintf("Cannot read %s: %v", p, err)), nil
+	case errors.Is(err, wire.ErrTooLarge):
+		return refusal[EditOutput](fmt.Sprintf("%s is too large for the editor to read whole. Look inside it with `grep -n` or `sed -n 'A,Bp'` in the shell instead.", p)), nil
+	case errors.Is(err, wire.ErrBadRequest):
+		return refusal[EditOutput](fmt.Sprintf("Cannot read %s: %s.", p, detail(err))), nil
 	}
 	return Result[EditOutput]{}, fmt.Errorf("reading %s: %w", p, err)
 }
@@ -143,7 +145,7 @@ func writeErr(p string, err error) (Result[EditOutput], error) {
 		return refusal[EditOutput](fmt.Sprintf("%s changed since it was read (another program wrote it). Nothing was written; view it again and redo the edit.", p)), nil
 	}
 	if errors.Is(err, wire.ErrBadRequest) {
-		return refusal[EditOutput](fmt.Sprintf("Cannot write %s: %v", p, err)), nil
+		return refusal[EditOutput](fmt.Sprintf("Cannot write %s: %s.", p, detail(err))), nil
 	}
 	return Result[EditOutput]{}, fmt.Errorf("writing %s: %w", p, err)
 }

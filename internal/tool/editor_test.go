@@ -2,10 +2,13 @@ package tool
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/limbs-dev/limbs/internal/wire"
 )
 
 func sp(s string) *string { return &s }
@@ -289,5 +292,40 @@ func TestEditorUndoRefusesOverOthersChange(t *testing.T) {
 	}
 	if got, _ := m.get("/w/f"); got != "v3\n" {
 		t.Errorf("file = %q, want v3", got)
+	}
+}
+
+// TestDetailLeavesOutTheAPI: the daemon's hints name its HTTP routes and
+// query parameters; what a model reads must not.
+func TestDetailLeavesOutTheAPI(t *testing.T) {
+	for _, msg := range []string{
+		"/w/d is a directory; list it with GET /v1/files/list or fetch it with GET /v1/files/archive: bad request",
+		"/w/d is a directory that is not empty; pass recursive=true to delete it with everything in it",
+	} {
+		got := detail(errors.New(msg))
+		if strings.Contains(got, "/v1/") || strings.Contains(got, "=true") || strings.HasSuffix(got, "bad request") {
+			t.Errorf("detail(%q) = %q", msg, got)
+		}
+	}
+}
+
+// TestRefusalsLeaveOutTheAPI: a write the daemon refuses reaches the model
+// in the tool's words, without the daemon's route hints.
+func TestRefusalsLeaveOutTheAPI(t *testing.T) {
+	m := newMem(map[string]string{"/w/f": "a\n"})
+	m.failWrite["/w/f"] = fmt.Errorf("/w/f is a directory; list it with GET /v1/files/list or fetch it with GET /v1/files/archive: %w", wire.ErrBadRequest)
+	r, err := NewEditor(0).Run(context.Background(), m, "/", EditInput{Command: "str_replace", Path: "/w/f", OldStr: sp("a"), NewStr: sp("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsError || strings.Contains(r.Text, "/v1/") || !strings.Contains(r.Text, "Cannot write /w/f: /w/f is a directory.") {
+		t.Errorf("text: %q", r.Text)
+	}
+	pr, err := RunApplyPatch(context.Background(), m, "/w", patch("*** Update File: f\n@@\n-a\n+b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pr.IsError || strings.Contains(pr.Text, "/v1/") {
+		t.Errorf("patch text: %q", pr.Text)
 	}
 }

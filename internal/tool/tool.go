@@ -91,3 +91,17 @@ func resolve(cwd, p string) string {
 	}
 	return path.Join(cwd, p)
 }
+
+// detail is the part of an error from Files that is fit for a model: the
+// daemon's words before any hint that names its HTTP API (which follows a
+// "; "), without the sentinel's suffix.
+func detail(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "; "); i >= 0 {
+		msg = msg[:i]
+	}
+	for _, s := range []error{wire.ErrBadRequest, wire.ErrNotFound, wire.ErrConflict, wire.ErrTooLarge} {
+		msg = strings.TrimSuffix(msg, ": "+s.Error())
+	}
+	return msg
+}
