@@ -56,8 +56,10 @@ type Editor struct {
 	// default is.
 	MaxCharacters int
 
-	mu      sync.Mutex            // guards the field below
+	mu      sync.Mutex            // guards the fields below
 	history map[string][]undoStep // absolute path -> oldest first
+	held    int                   // bytes of content held in history
+	seq     int                   // numbers undo steps, oldest first
 }
 
 // undoStep is what undo_edit restores: the content before an edit (or that
@@ -67,10 +69,16 @@ type undoStep struct {
 	prev    []byte
 	existed bool
 	after   string
+	seq     int
 }
 
-// maxUndo is how many edits of one file undo_edit can revert.
-const maxUndo = 10
+// maxUndo is how many edits of one file undo_edit can revert, and
+// maxUndoBytes how much old content one Editor keeps for all files: past
+// it the oldest edits (of any file) can no longer be undone.
+const (
+	maxUndo      = 10
+	maxUndoBytes = 64 << 20
+)
 
 // NewEditor returns an editor that clips views at maxCharacters (0: never).
 func NewEditor(maxCharacters int) *Editor {
@@ -458,11 +466,39 @@ func (e *Editor) record(p string, s undoStep) {
 	if e.history == nil {
 		e.history = map[string][]undoStep{}
 	}
+	e.seq++
+	s.seq = e.seq
 	h := append(e.history[p], s)
-	if len(h) > maxUndo {
-		h = h[len(h)-maxUndo:]
+	e.held += len(s.prev)
+	for len(h) > maxUndo {
+		e.held -= len(h[0].prev)
+		h = h[1:]
 	}
 	e.history[p] = h
+	for e.held > maxUndoBytes {
+		e.dropOldest()
+	}
+}
+
+// dropOldest forgets the oldest undo step of all files. The caller holds mu.
+func (e *Editor) dropOldest() {
+	oldest, at := "", 0
+	for p, h := range e.history {
+		if len(h) > 0 && (oldest == "" || h[0].seq < at) {
+			oldest, at = p, h[0].seq
+		}
+	}
+	if oldest == "" {
+		e.held = 0
+		return
+	}
+	h := e.history[oldest]
+	e.held -= len(h[0].prev)
+	if len(h) == 1 {
+		delete(e.history, oldest)
+	} else {
+		e.history[oldest] = h[1:]
+	}
 }
 
 func (e *Editor) undo(ctx context.Context, f Files, p string) (Result[EditOutput], error) {
@@ -481,6 +517,7 @@ func (e *Editor) undo(ctx context.Context, f Files, p string) (Result[EditOutput
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if h := e.history[p]; len(h) > 0 {
+			e.held -= len(h[len(h)-1].prev)
 			e.history[p] = h[:len(h)-1]
 		}
 	}

@@ -329,3 +329,25 @@ func TestRefusalsLeaveOutTheAPI(t *testing.T) {
 		t.Errorf("patch text: %q", pr.Text)
 	}
 }
+
+// TestUndoHistoryBounded: the editor keeps at most maxUndo edits per file
+// and maxUndoBytes of old content overall, dropping the oldest first.
+func TestUndoHistoryBounded(t *testing.T) {
+	e := NewEditor(0)
+	big := make([]byte, maxUndoBytes/3+1)
+	for i := 0; i < 4; i++ {
+		e.record("/f"+itoa(i), undoStep{prev: big, existed: true})
+	}
+	for i := 0; i < maxUndo+5; i++ {
+		e.record("/small", undoStep{prev: []byte("x"), existed: true})
+	}
+	if _, ok := e.history["/f0"]; ok {
+		t.Errorf("the oldest file's history was kept over the byte limit")
+	}
+	if len(e.history["/f3"]) != 1 || len(e.history["/small"]) != maxUndo {
+		t.Errorf("history: f3 %d steps, small %d steps", len(e.history["/f3"]), len(e.history["/small"]))
+	}
+	if e.held > maxUndoBytes {
+		t.Errorf("held %d > %d", e.held, maxUndoBytes)
+	}
+}

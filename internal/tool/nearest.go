@@ -36,11 +36,14 @@ func nearest(file, want []string) (c candidate, ok bool) {
 	if windows*k > maxNearestWork {
 		probe = want[:1]
 	}
+	// Stripped once: the comparisons below would otherwise strip each
+	// file line len(probe) times.
+	fs, ws := stripAll(file), stripAll(probe)
 	best, bestAt := -1.0, 0
 	for i := 0; i < windows; i++ {
 		s := 0.0
 		for j, w := range probe {
-			s += lineSim(file[i+j], w)
+			s += lineSim(file[i+j], w, fs[i+j], ws[j])
 		}
 		if s > best {
 			best, bestAt = s, i
@@ -62,16 +65,23 @@ func nearest(file, want []string) (c candidate, ok bool) {
 	}, true
 }
 
+func stripAll(ls []string) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = stripSpace(l)
+	}
+	return out
+}
+
 // lineSim scores how alike a file line and a wanted line are, from 1
-// (equal) down to 0.
-func lineSim(have, want string) float64 {
+// (equal) down to 0; h and w are them without whitespace.
+func lineSim(have, want, h, w string) float64 {
 	if have == want {
 		return 1
 	}
 	if strings.TrimRightFunc(have, unicode.IsSpace) == strings.TrimRightFunc(want, unicode.IsSpace) {
 		return 0.97
 	}
-	h, w := stripSpace(have), stripSpace(want)
 	if h == w {
 		return 0.95
 	}
