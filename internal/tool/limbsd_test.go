@@ -15,6 +15,9 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
 
+// The Files API client is what the tools run over in limbs.
+var _ tool.Files = (*client.FileStore)(nil)
+
 // racingFiles is a client.FileStore that lets another program write a
 // file on disk just before the tool writes it.
 type racingFiles struct {
