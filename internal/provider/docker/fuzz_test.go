@@ -27,10 +27,9 @@ func FuzzSpec(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, user, workspace, network string) {
 		spec := testSpec()
-		spec.LimbsdPath = limbsd
 		spec.User, spec.Workspace, spec.Network = user, workspace, network
 		spec = withDefaults(spec)
-		if err := validate(spec); err != nil {
+		if err := (Options{SocketRoot: "/var/lib/limbs/sockets", LimbsdPath: limbsd}).validate(spec); err != nil {
 			if !errors.Is(err, wire.ErrBadRequest) {
 				t.Fatalf("validate: %v is not a bad request", err)
 			}
