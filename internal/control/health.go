@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/sandbox"
@@ -32,9 +33,16 @@ func (s *Server) waitReady(ctx context.Context, e *entry) error {
 	var err error
 	for range readyTries {
 		if err = e.healthy(ctx); err == nil {
+			// The wait's connection is not kept (as when the providers
+			// waited): the first forwarded request dials, and checks who
+			// answers, afresh.
+			e.closeIdle()
 			return nil
 		}
 		if errors.Is(err, sandbox.ErrImpostor) || errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, wire.ErrNotFound) {
+			if status, _ := wire.StatusOf(err); status == http.StatusInternalServerError {
+				err = fmt.Errorf("%w: %w", err, wire.ErrUnavailable)
+			}
 			return err
 		}
 		select {
