@@ -23,8 +23,9 @@ import (
 )
 
 // inProcess is a provider whose sandboxes are the real limbsd API (real
-// shells) served in this process on each sandbox's Unix socket: enough to
-// drive `limbs sandbox` and `--sandbox` against a real control plane.
+// shells) served in this process on a Unix socket in each sandbox's own
+// directory, which only its Dial knows: enough to drive `limbs sandbox`
+// and `--sandbox` against a real control plane.
 type inProcess struct {
 	t  *testing.T
 	mu sync.Mutex
@@ -33,6 +34,7 @@ type inProcess struct {
 
 type inProcessBox struct {
 	spec sandbox.Spec
+	dir  string // the socket, state/
 	srv  *http.Server
 	mgr  *shell.Manager
 }
@@ -42,17 +44,37 @@ func (p *inProcess) Name() string { return "inproc" }
 func (p *inProcess) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b := &inProcessBox{spec: spec}
+	// Short: socket paths must stay under ~108 bytes.
+	dir, err := os.MkdirTemp("", "ipb")
+	if err != nil {
+		return sandbox.Instance{}, err
+	}
+	p.t.Cleanup(func() { os.RemoveAll(dir) })
+	b := &inProcessBox{spec: spec, dir: dir}
 	p.sb[spec.ID] = b
 	return p.inst(b), b.start(p.t)
 }
 
+func (p *inProcess) Dial(ctx context.Context, id string) (net.Conn, error) {
+	p.mu.Lock()
+	b, err := p.get(id)
+	if err == nil && b.srv == nil {
+		err = fmt.Errorf("%s is stopped: %w", id, sandbox.ErrNotRunning)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", filepath.Join(b.dir, "limbsd.sock"))
+}
+
 func (b *inProcessBox) start(t *testing.T) error {
-	m, err := shell.NewManager(context.Background(), shell.Options{StateDir: filepath.Join(b.spec.SocketDir, "state"), Workdir: t.TempDir()})
+	m, err := shell.NewManager(context.Background(), shell.Options{StateDir: filepath.Join(b.dir, "state"), Workdir: t.TempDir()})
 	if err != nil {
 		return err
 	}
-	sock := filepath.Join(b.spec.SocketDir, "limbsd.sock")
+	sock := filepath.Join(b.dir, "limbsd.sock")
 	_ = os.Remove(sock)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

@@ -170,12 +170,16 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	// Each provider keeps its sandboxes' directories (limbsd's socket and
+	// state) under sandboxes/ID of the state dir, and injects limbsd.
 	providers := map[string]control.Provider{}
+	sandboxes := filepath.Join(cfg.stateDir, "sandboxes")
 	lp, err := local.New(local.Options{
-		Root:      filepath.Join(cfg.stateDir, "sandboxes"),
-		Isolation: cfg.isolation,
-		Hide:      []string{cfg.stateDir},
-		Logger:    log,
+		Root:       sandboxes,
+		Isolation:  cfg.isolation,
+		Hide:       []string{cfg.stateDir},
+		LimbsdPath: limbsd,
+		Logger:     log,
 	})
 	if err != nil {
 		return err
@@ -184,7 +188,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	defaultProvider, defaultImage := "local", localImage
 	if cfg.provider == "" || cfg.provider == "docker" {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		dp, err := docker.New(dctx, docker.Options{Logger: log})
+		dp, err := docker.New(dctx, docker.Options{Logger: log, SocketRoot: sandboxes, LimbsdPath: limbsd})
 		cancel()
 		switch {
 		case err == nil:
@@ -214,7 +218,6 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Providers:       providers,
 		DefaultProvider: defaultProvider,
 		DefaultImage:    defaultImage,
-		LimbsdPath:      limbsd,
 		Pool:            cfg.pool,
 		MaxSandboxes:    cfg.maxSandboxes,
 		WorkspaceRoots:  cfg.workspaceRoots,

@@ -35,8 +35,8 @@ import (
 // Targets: warm under 50 ms, round-trip under 1 ms and at least 50x faster
 // than docker-exec.
 func BenchmarkDockerSandboxes(b *testing.B) {
-	dp := dockerOrSkip(b)
 	dir := stateDir(b)
+	dp := dockerOrSkip(b, dir)
 	p := newDockerPlane(b, dir, dp, map[string]int{docker.DefaultImage: 1})
 	instance := p.srv.Instance()
 	ctx := context.Background()

@@ -5,11 +5,15 @@
 // of ready sandboxes, and forwards each sandbox's Sessions and Files API to
 // the limbsd inside it.
 //
+// It knows no host path of a sandbox: how limbsd gets into it, where limbsd
+// listens and keeps its state are each provider's, and it reaches limbsd
+// only through the provider's Dial (which checks who answers). It waits for
+// a started sandbox's limbsd in one place (health.go).
+//
 // It must never touch a sandbox it did not create (everything it acts on
-// carries its instance id), never reach a sandbox over TCP (only through the
-// limbsd Unix socket in the sandbox's socket directory), and never answer a
-// forwarded request with a bare 502: a sandbox that cannot be reached is a
-// 503 saying why.
+// carries its instance id), never reach a sandbox but through its
+// provider's Dial, and never answer a forwarded request with a bare 502: a
+// sandbox that cannot be reached is a 503 saying why.
 package control
 
 import (
@@ -21,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,22 +41,31 @@ import (
 
 // Provider creates and runs sandboxes of one kind. Ids are sandbox ids
 // (sb_...). Every method is safe for concurrent use.
-// PeerChecker is a Provider that can tell its sandbox's daemon from any
-// other process answering the daemon's socket (see sandbox.DialDaemon).
-// The control plane never forwards a request, nor the sandbox's token, to
-// a peer it refuses.
-type PeerChecker interface {
-	CheckPeer(ctx context.Context, id string, peer sandbox.Peer) error
-}
-
+//
+// A provider owns everything about where a sandbox lives: how limbsd gets
+// into it, where limbsd listens, where it keeps its durable state
+// (sessions, output logs: kept across Stop and Start), and how to reach
+// it (Dial). The control plane passes no host path and dials nothing
+// itself.
 type Provider interface {
 	// Name is what clients pass as "provider": docker, local.
 	Name() string
-	// Create creates and starts a sandbox and returns once limbsd answers
-	// GET /v1/health on Spec.SocketDir/limbsd.sock.
+	// Create creates and starts a sandbox; it returns once the sandbox is
+	// started, its limbsd maybe not answering yet: the control plane
+	// waits for that through Dial.
 	Create(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error)
-	// Start starts a stopped sandbox and returns once limbsd answers health.
+	// Start starts a stopped sandbox (or one whose limbsd does not
+	// answer), returning once it is started, as Create does.
 	Start(ctx context.Context, id string) error
+	// Dial connects to the limbsd of sandbox id: a connection that
+	// carries limbsd's HTTP API, on which the control plane sends the
+	// sandbox's token. The provider checks that limbsd, and nothing else
+	// the sandbox could put in its place, answers: an error wrapping
+	// sandbox.ErrImpostor when something else does (no request, and no
+	// token, is then sent). An error wrapping sandbox.ErrNotRunning (and
+	// saying why) when the sandbox is not running; any other error when
+	// it does not answer yet.
+	Dial(ctx context.Context, id string) (net.Conn, error)
 	// Stop stops a sandbox, keeping its state for Start.
 	Stop(ctx context.Context, id string) error
 	// Remove stops and deletes a sandbox and everything the provider made
@@ -79,16 +93,14 @@ type Noter interface {
 
 // Options configure a Server.
 type Options struct {
-	// StateDir holds the registry (limbs.db) and one directory per sandbox
-	// (sandboxes/ID, with the limbsd socket directory sandboxes/ID/run).
+	// StateDir holds the registry (limbs.db). Sandboxes' own directories
+	// are their providers' (see each provider's Options).
 	StateDir string
 	// Token is the bearer token clients of the control plane send.
 	Token string
 	// Providers by name, and the one used when a create names none.
 	Providers       map[string]Provider
 	DefaultProvider string
-	// LimbsdPath is the static limbsd binary providers start or inject.
-	LimbsdPath string
 	// DefaultImage is the image of a create for the default provider that
 	// names none (and so the pool key such creates match).
 	DefaultImage string
@@ -154,7 +166,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if _, ok := opts.Providers[opts.DefaultProvider]; !ok {
 		return nil, fmt.Errorf("default provider %q is not among the configured ones (%s): %w", opts.DefaultProvider, strings.Join(providerNames(opts.Providers), ", "), wire.ErrBadRequest)
 	}
-	if err := os.MkdirAll(filepath.Join(opts.StateDir, "sandboxes"), 0o700); err != nil {
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the state dir: %w; pass a writable --state-dir", err)
 	}
 	db, err := store.Open(filepath.Join(opts.StateDir, "limbs.db"))

@@ -23,13 +23,15 @@ import (
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
-// dockerOrSkip returns a docker provider on the local engine, or skips.
-func dockerOrSkip(t testing.TB) *docker.Provider {
+// dockerOrSkip returns a docker provider on the local engine, keeping its
+// sandboxes' directories under the state dir's sandboxes/ as limbs serve
+// does, or skips.
+func dockerOrSkip(t testing.TB, stateDir string) *docker.Provider {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("docker tests skipped: -short")
 	}
-	p, err := docker.New(context.Background(), docker.Options{})
+	p, err := docker.New(context.Background(), docker.Options{SocketRoot: filepath.Join(stateDir, "sandboxes"), LimbsdPath: limbsdBinary(t)})
 	if err != nil {
 		testbin.NoDocker(t, "no Docker engine answers (run scripts/docker-up.sh)")
 	}
@@ -98,7 +100,6 @@ func newDockerPlane(t testing.TB, dir string, dp *docker.Provider, pool map[stri
 		Token:        e2eToken,
 		Providers:    map[string]control.Provider{"docker": dp},
 		DefaultImage: docker.DefaultImage,
-		LimbsdPath:   limbsdBinary(t),
 		Pool:         pool,
 	})
 	if err != nil {
@@ -120,8 +121,8 @@ func newDockerPlane(t testing.TB, dir string, dp *docker.Provider, pool map[stri
 // interactive input, reads and writes files, and is deleted without leaving
 // a container, volume or socket directory.
 func TestDockerEndToEnd(t *testing.T) {
-	dp := dockerOrSkip(t)
 	dir := stateDir(t)
+	dp := dockerOrSkip(t, dir)
 	p := newDockerPlane(t, dir, dp, nil)
 	ctx := context.Background()
 
@@ -201,8 +202,8 @@ func TestDockerEndToEnd(t *testing.T) {
 
 // The Sessions conformance suite through limbs serve into a Docker sandbox.
 func TestDockerConformance(t *testing.T) {
-	dp := dockerOrSkip(t)
 	dir := stateDir(t)
+	dp := dockerOrSkip(t, dir)
 	p := newDockerPlane(t, dir, dp, nil)
 	sb := p.create(t, wire.CreateSandbox{})
 	t.Run("suite", func(t *testing.T) { conformance.Run(t, p.sandboxClient(t, sb.ID)) })
@@ -215,8 +216,8 @@ func TestDockerConformance(t *testing.T) {
 // by limbs serve, with its session's cwd and exported environment, and says
 // what happened in its status.
 func TestDockerRecovery(t *testing.T) {
-	dp := dockerOrSkip(t)
 	dir := stateDir(t)
+	dp := dockerOrSkip(t, dir)
 	p := newDockerPlane(t, dir, dp, nil)
 	ctx := context.Background()
 	sb := p.create(t, wire.CreateSandbox{})
@@ -251,8 +252,8 @@ func TestDockerRecovery(t *testing.T) {
 // containers labelled with its instance that its registry does not know,
 // and never touches another instance's containers.
 func TestDockerRestartAdoptsOnlyItsOwn(t *testing.T) {
-	dp := dockerOrSkip(t)
 	dir := stateDir(t)
+	dp := dockerOrSkip(t, dir)
 	p1 := newDockerPlane(t, dir, dp, nil)
 	instance := p1.srv.Instance()
 	kept := p1.create(t, wire.CreateSandbox{Name: "kept"})

@@ -73,8 +73,8 @@ func checkUntouched(t *testing.T, d string, was os.FileInfo) {
 // host directory and kills limbsd; the recovery must neither chown nor
 // create anything there, and the sandbox ends failed, naming the link.
 func TestDockerStateLinkNotFollowed(t *testing.T) {
-	dp := dockerOrSkip(t)
 	dir := stateDir(t)
+	dp := dockerOrSkip(t, dir)
 	p := newDockerPlane(t, dir, dp, nil)
 	sb := p.create(t, wire.CreateSandbox{User: "0:0"})
 	victim, was := hostDir(t)
@@ -131,8 +131,8 @@ func (r *recorder) requests() []string {
 // listener of the agent's on the same path: no request reaches either,
 // the token is never sent, and the API answers 503 with the reason.
 func TestDockerSocketImpostorRefused(t *testing.T) {
-	dp := dockerOrSkip(t)
 	dir := stateDir(t)
+	dp := dockerOrSkip(t, dir)
 	p := newDockerPlane(t, dir, dp, nil)
 	ctx := context.Background()
 

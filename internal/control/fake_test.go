@@ -9,19 +9,21 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
 // fakeProvider is a hand-written provider whose "sandboxes" are HTTP
-// servers on the real Unix socket in each sandbox's socket dir, answering
-// health and echoing every other request (path, query, Authorization), so
-// that the control plane's forwarding, registry, recovery and pool logic run
-// against real sockets and real HTTP.
+// servers answering health and echoing every other request (path, query,
+// Authorization), so that the control plane's forwarding, registry,
+// recovery and pool logic run against real sockets and real HTTP. They
+// have no address nor directory: each Dial is a fresh socketpair whose
+// other end the sandbox's server accepts.
 type fakeProvider struct {
 	mu        sync.Mutex
 	sandboxes map[string]*fakeSandbox
@@ -52,6 +54,7 @@ type fakeSandbox struct {
 	running bool
 	reason  string
 	srv     *http.Server
+	ln      *pairListener
 }
 
 func newFakeProvider() *fakeProvider {
@@ -83,12 +86,7 @@ func (f *fakeProvider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.I
 }
 
 func (sb *fakeSandbox) serve() error {
-	sock := filepath.Join(sb.spec.SocketDir, "limbsd.sock")
-	_ = os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		return err
-	}
+	ln := newPairListener()
 	token := sb.spec.Token
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +107,7 @@ func (sb *fakeSandbox) serve() error {
 		wire.WriteJSON(w, http.StatusOK, echo{Path: r.URL.Path, Query: r.URL.RawQuery, Method: r.Method, Sandbox: sb.spec.ID, Body: n})
 	})
 	sb.srv = &http.Server{Handler: mux}
+	sb.ln = ln
 	sb.running = true
 	sb.reason = ""
 	go sb.srv.Serve(ln)
@@ -145,6 +144,24 @@ func (f *fakeProvider) get(id string) (*fakeSandbox, error) {
 	return sb, nil
 }
 
+// Dial connects to the sandbox's server over a new socketpair.
+func (f *fakeProvider) Dial(ctx context.Context, id string) (net.Conn, error) {
+	f.mu.Lock()
+	sb, err := f.get(id)
+	var ln *pairListener
+	if err == nil {
+		if !sb.running {
+			err = fmt.Errorf("fake sandbox %s is stopped (%s): %w", id, sb.reason, sandbox.ErrNotRunning)
+		}
+		ln = sb.ln
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return ln.dial(ctx)
+}
+
 func (f *fakeProvider) Start(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -164,7 +181,8 @@ func (f *fakeProvider) Start(ctx context.Context, id string) error {
 func (sb *fakeSandbox) halt(reason string) {
 	if sb.srv != nil {
 		sb.srv.Close()
-		sb.srv = nil
+		sb.ln.Close()
+		sb.srv, sb.ln = nil, nil
 	}
 	sb.running = false
 	sb.reason = reason
@@ -257,4 +275,67 @@ func (f *fakeProvider) closeAll() {
 	for _, sb := range f.sandboxes {
 		sb.halt("")
 	}
+}
+
+// pairListener is a listener without an address: dial makes a socketpair
+// and hands one end to Accept.
+type pairListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPairListener() *pairListener {
+	return &pairListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pairListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pairListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pairListener) Addr() net.Addr { return pairAddr{} }
+
+type pairAddr struct{}
+
+func (pairAddr) Network() string { return "socketpair" }
+func (pairAddr) String() string  { return "socketpair" }
+
+func (l *pairListener) dial(ctx context.Context) (net.Conn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		conns[i], err = net.FileConn(f)
+		f.Close()
+		if err != nil {
+			if i == 1 {
+				conns[0].Close()
+			}
+			return nil, err
+		}
+	}
+	select {
+	case l.conns <- conns[1]:
+		return conns[0], nil
+	case <-l.done:
+		err = errors.New("fake sandbox: its server is closed")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	conns[0].Close()
+	conns[1].Close()
+	return nil, err
 }

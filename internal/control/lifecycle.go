@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httputil"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -43,7 +41,7 @@ type entry struct {
 	// the same death does not start another.
 	recovering bool
 
-	// Built once: the socket dir and token never change.
+	// Built once: the provider and token never change.
 	tr    *client.Transport
 	proxy *httputil.ReverseProxy
 	token string
@@ -53,10 +51,6 @@ func (e *entry) closeIdle() {
 	if e.tr != nil {
 		e.tr.CloseIdleConnections()
 	}
-}
-
-func (s *Server) sandboxDir(id string) string {
-	return filepath.Join(s.opts.StateDir, "sandboxes", id)
 }
 
 // lookup finds a client-visible sandbox by id or name.
@@ -182,8 +176,6 @@ func (s *Server) specOf(r store.Record) sandbox.Spec {
 		User:         r.Limits.User,
 		ReadOnlyRoot: r.Limits.ReadOnlyRoot,
 		TmpMB:        r.Limits.TmpMB,
-		SocketDir:    r.SocketDir,
-		LimbsdPath:   s.opts.LimbsdPath,
 		Token:        r.Token,
 
 		MaxDiskMB:        cmp.Or(r.Limits.MaxDiskMB, s.opts.MaxDiskMB),
@@ -234,7 +226,6 @@ func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
 		Status:    wire.SandboxCreating,
 		Desired:   desireRunning,
 		Token:     newToken(),
-		SocketDir: filepath.Join(s.sandboxDir(id), "run"),
 		CreatedAt: now,
 		UpdatedAt: now,
 	}, nil
@@ -269,9 +260,6 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 	defer e.op.Unlock()
 	rec := s.record(e)
 	p, err := s.provider(rec.Provider)
-	if err == nil {
-		err = os.MkdirAll(rec.SocketDir, 0o700)
-	}
 	var note string
 	if err == nil {
 		spec := s.specOf(rec)
@@ -283,6 +271,9 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 		}
 		var inst sandbox.Instance
 		inst, err = p.Create(ctx, spec)
+		if err == nil {
+			err = s.waitReady(ctx, e)
+		}
 		if err == nil {
 			rec, err = s.update(e, func(r *store.Record) {
 				r.ProviderID = inst.ProviderID
@@ -301,7 +292,6 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 				s.log.Warn("removing a sandbox whose create failed", "sandbox", rec.ID, "err", rerr)
 			}
 		}
-		_ = os.RemoveAll(s.sandboxDir(rec.ID))
 		_ = s.forget(e)
 		return rec, fmt.Errorf("creating sandbox with provider %s: %w", rec.Provider, err)
 	}
@@ -330,9 +320,6 @@ func (s *Server) Remove(ctx context.Context, e *entry) error {
 		}
 	} else {
 		return fmt.Errorf("removing sandbox %s: its provider %s is not available: start limbs serve with it, then remove again: %w", rec.ID, rec.Provider, wire.ErrUnavailable)
-	}
-	if err := os.RemoveAll(s.sandboxDir(rec.ID)); err != nil {
-		return fmt.Errorf("removing the directory of sandbox %s: %w", rec.ID, err)
 	}
 	s.log.Info("sandbox removed", "sandbox", rec.ID)
 	return s.forget(e)
@@ -373,6 +360,9 @@ func (s *Server) Start(ctx context.Context, e *entry) (store.Record, error) {
 		return rec, err
 	}
 	if err := p.Start(ctx, rec.ID); err != nil {
+		return rec, fmt.Errorf("starting sandbox %s: %w", rec.ID, err)
+	}
+	if err := s.waitReady(ctx, e); err != nil {
 		return rec, fmt.Errorf("starting sandbox %s: %w", rec.ID, err)
 	}
 	return s.update(e, func(r *store.Record) {

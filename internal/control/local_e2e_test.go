@@ -50,16 +50,15 @@ func stateDir(t testing.TB) string {
 
 func newPlane(t testing.TB, dir, isolation string, pool map[string]int) *plane {
 	t.Helper()
-	lp, err := local.New(local.Options{Root: filepath.Join(dir, "sandboxes"), Isolation: isolation, Hide: []string{dir}})
+	lp, err := local.New(local.Options{Root: filepath.Join(dir, "sandboxes"), Isolation: isolation, Hide: []string{dir}, LimbsdPath: limbsdBinary(t)})
 	if err != nil {
 		t.Skipf("local provider with isolation %s unavailable here: %v", isolation, err)
 	}
 	srv, err := control.New(context.Background(), control.Options{
-		StateDir:   dir,
-		Token:      e2eToken,
-		Providers:  map[string]control.Provider{"local": lp},
-		LimbsdPath: limbsdBinary(t),
-		Pool:       pool,
+		StateDir:  dir,
+		Token:     e2eToken,
+		Providers: map[string]control.Provider{"local": lp},
+		Pool:      pool,
 	})
 	if err != nil {
 		t.Fatal(err)

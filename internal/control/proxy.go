@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -22,28 +21,22 @@ import (
 )
 
 // newEntry builds the in-memory side of a sandbox: a transport that reaches
-// its limbsd through the Unix socket in its socket dir (never TCP) and a
-// reverse proxy that forwards /v1/sandboxes/{id}/X to limbsd's /v1/X with
-// the sandbox's own token. ReverseProxy passes WebSocket upgrades through,
-// so attach and watch work unchanged.
+// its limbsd through its provider's Dial (which checks who answers before
+// the token goes out; connections are kept alive: once per connection, not
+// per request) and a reverse proxy that forwards /v1/sandboxes/{id}/X to
+// limbsd's /v1/X with the sandbox's own token. ReverseProxy passes
+// WebSocket upgrades through, so attach and watch work unchanged.
 func (s *Server) newEntry(rec store.Record) *entry {
-	sock := filepath.Join(rec.SocketDir, "limbsd.sock")
-	// The socket is in a directory the sandbox may write: each new
-	// connection is checked to reach the sandbox's own daemon before the
-	// token goes out on it (connections are kept alive: once per
-	// connection, not per request).
-	var check sandbox.PeerCheck
+	id := rec.ID
+	dial := func(ctx context.Context) (net.Conn, error) {
+		return nil, fmt.Errorf("sandbox %s: its provider %s is not available: start limbs serve with it: %w", id, rec.Provider, wire.ErrUnavailable)
+	}
 	if p, err := s.provider(rec.Provider); err == nil {
-		if pc, ok := p.(PeerChecker); ok {
-			id := rec.ID
-			check = func(ctx context.Context, peer sandbox.Peer) error { return pc.CheckPeer(ctx, id, peer) }
-		}
+		dial = func(ctx context.Context) (net.Conn, error) { return p.Dial(ctx, id) }
 	}
 	// client.Transport forwards each request on the handler's goroutine;
 	// net/http's would hand it to two more goroutines per hop.
-	tr := client.NewTransport(func(ctx context.Context) (net.Conn, error) {
-		return sandbox.DialDaemon(ctx, sock, check)
-	})
+	tr := client.NewTransport(dial)
 	e := &entry{rec: rec, tr: tr, token: rec.Token}
 	auth := "Bearer " + rec.Token
 	apiBase := "/v1/sandboxes/" + rec.ID

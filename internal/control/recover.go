@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/sandbox"
@@ -46,9 +45,6 @@ func (s *Server) reconcile(ctx, bg context.Context) error {
 				if err := p.Remove(ctx, inst.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
 					s.log.Warn("removing an orphan sandbox", "sandbox", inst.ID, "err", err)
 				}
-				if !ok {
-					_ = os.RemoveAll(s.sandboxDir(inst.ID))
-				}
 				continue
 			}
 			s.adopt(ctx, bg, p, e, inst)
@@ -61,7 +57,11 @@ func (s *Server) reconcile(ctx, bg context.Context) error {
 			if r.Status == wire.SandboxCreating || r.Pool != "" {
 				// An interrupted create (nobody got its id) or an idle
 				// pool sandbox: nothing to keep.
-				_ = os.RemoveAll(s.sandboxDir(r.ID))
+				// What the provider made for it before the crash (a
+				// directory) is the provider's to remove.
+				if err := p.Remove(ctx, r.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
+					s.log.Warn("removing what an interrupted create left", "sandbox", r.ID, "err", err)
+				}
 				_ = s.forget(e)
 				continue
 			}
@@ -90,7 +90,6 @@ func (s *Server) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandb
 		if err := p.Remove(ctx, rec.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
 			s.log.Warn("removing a half-created sandbox", "sandbox", rec.ID, "err", err)
 		}
-		_ = os.RemoveAll(s.sandboxDir(rec.ID))
 		_ = s.forget(e)
 	case rec.Desired == desireStopped:
 		if inst.State.Running {
@@ -236,6 +235,9 @@ func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when stri
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = p.Start(sctx, rec.ID)
+	if err == nil {
+		err = s.waitReady(sctx, e)
+	}
 	cancel()
 	if err != nil {
 		return false, err

@@ -89,7 +89,7 @@ func TestServeKill9(t *testing.T) {
 		t.Run(provider, func(t *testing.T) {
 			var instance string
 			if provider == "docker" {
-				dockerOrSkip(t)
+				dockerOrSkip(t, "")
 				cleanDocker(t, &instance)
 			}
 			dir := stateDir(t)

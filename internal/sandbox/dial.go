@@ -18,6 +18,11 @@ import (
 // caller never sends it a request, let alone the sandbox's token.
 var ErrImpostor = errors.New("not the sandbox's daemon")
 
+// ErrNotRunning: a provider's Dial found the sandbox stopped (its daemon
+// exited, its container is gone). Waiting for the daemon to answer is
+// pointless: the error says why it stopped.
+var ErrNotRunning = errors.New("the sandbox is not running")
+
 // Peer is the process at the other end of a Unix socket connection, as
 // the kernel reports it (SO_PEERCRED, taken when it called listen).
 type Peer struct {

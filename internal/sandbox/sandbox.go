@@ -5,10 +5,10 @@
 //
 // It must never talk to a provider or the network itself: providers implement
 // the control plane's Provider interface with these types. It also holds
-// the two helpers every host-side caller shares to touch what a sandbox can
-// write: directories resolved without following links (hostfs.go), and the
-// one way to connect to a sandbox's daemon, which checks who answers
-// (dial.go).
+// the two helpers every host-side provider shares to touch what a sandbox
+// can write: directories resolved without following links (hostfs.go), and
+// the one way to connect to a daemon's Unix socket in such a directory,
+// which checks who answers (dial.go).
 package sandbox
 
 import (
@@ -43,13 +43,11 @@ type Spec struct {
 	// --max-session-disk), in MiB; 0: limbsd's defaults.
 	MaxDiskMB        int64
 	MaxSessionDiskMB int64
-	// SocketDir is the host directory bind-mounted into the sandbox where
-	// limbsd listens (limbsd.sock) and writes its token (limbsd.token).
-	SocketDir string
-	// LimbsdPath is the static limbsd binary on the host to inject.
-	LimbsdPath string
 	// Token is limbsd's bearer token.
 	Token string
+	// Nothing here is a host path: how limbsd gets into the sandbox, where
+	// it listens and where it keeps its state are the provider's (its own
+	// options), and so is the way to reach it (the provider's Dial).
 }
 
 // DiskFlags are the limbsd flags of the spec's disk bounds.

@@ -27,11 +27,11 @@ func BenchmarkCreateToFirstCommand(b *testing.B) {
 	zero := 0.0
 	for b.Loop() {
 		spec := newSpec(b, p, nil)
-		inst, err := p.Create(ctx, spec)
+		inst, err := createReady(ctx, p, spec)
 		if err != nil {
 			b.Fatal(err)
 		}
-		lc := limbsdClient(b, spec)
+		lc := limbsdClient(b, p, spec)
 		s, err := lc.CreateSession(ctx, wire.CreateSession{})
 		if err != nil {
 			b.Fatal(err)
@@ -82,12 +82,12 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 	p := newProvider(b)
 	ctx := b.Context()
 	spec := newSpec(b, p, nil)
-	inst, err := p.Create(ctx, spec)
+	inst, err := createReady(ctx, p, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { p.Remove(context.Background(), inst.ID) })
-	lc := limbsdClient(b, spec)
+	lc := limbsdClient(b, p, spec)
 
 	b.Run("limbsd", func(b *testing.B) {
 		s, err := lc.CreateSession(ctx, wire.CreateSession{})

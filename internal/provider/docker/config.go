@@ -114,8 +114,12 @@ func classifyWorkspace(ws string) workspaceKind {
 	}
 }
 
-// validate checks a defaulted spec and says what to fix.
-func validate(spec sandbox.Spec) error {
+// socketDir is the host side of sandbox id's /run/limbs.
+func (o Options) socketDir(id string) string { return filepath.Join(o.SocketRoot, id, "run") }
+
+// validate checks a defaulted spec, and the options it is created with,
+// and says what to fix.
+func (o Options) validate(spec sandbox.Spec) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("sandbox %q: %s: %w", spec.ID, fmt.Sprintf(format, a...), wire.ErrBadRequest)
 	}
@@ -125,10 +129,10 @@ func validate(spec sandbox.Spec) error {
 	if spec.Network != sandbox.NetworkNone && spec.Network != sandbox.NetworkBridge {
 		return bad("network %q: use none (default) or bridge", spec.Network)
 	}
-	if !filepath.IsAbs(spec.SocketDir) {
-		return bad("socket dir %q must be an absolute host path", spec.SocketDir)
+	if !filepath.IsAbs(o.SocketRoot) {
+		return bad("the docker provider's socket root %q must be an absolute host path", o.SocketRoot)
 	}
-	if err := checkStatic(spec.LimbsdPath); err != nil {
+	if err := checkStatic(o.LimbsdPath); err != nil {
 		return bad("%v", err)
 	}
 	switch classifyWorkspace(spec.Workspace) {
@@ -224,7 +228,7 @@ func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerC
 		sandbox.LabelInstance: spec.Instance,
 		sandbox.LabelSandbox:  spec.ID,
 		labelName:             spec.Name,
-		labelSocketDir:        spec.SocketDir,
+		labelSocketDir:        o.socketDir(spec.ID),
 	}
 
 	var ws mount.Mount
@@ -334,8 +338,8 @@ func (o Options) createOptions(spec sandbox.Spec, noCopy bool) client.ContainerC
 			Resources:      res,
 			Mounts: []mount.Mount{
 				ws,
-				{Type: mount.TypeBind, Source: spec.SocketDir, Target: SocketDir},
-				{Type: mount.TypeBind, Source: spec.LimbsdPath, Target: LimbsdPath, ReadOnly: true},
+				{Type: mount.TypeBind, Source: o.socketDir(spec.ID), Target: SocketDir},
+				{Type: mount.TypeBind, Source: o.LimbsdPath, Target: LimbsdPath, ReadOnly: true},
 			},
 		},
 	}

@@ -22,20 +22,18 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // testSpec is a spec whose paths do not depend on the machine.
 func testSpec() sandbox.Spec {
 	return sandbox.Spec{
-		ID:         "sb_golden",
-		Name:       "golden",
-		Instance:   "cp_test",
-		SocketDir:  "/var/lib/limbs/sockets/sb_golden",
-		LimbsdPath: "/usr/local/lib/limbs/limbsd",
-		Token:      "t0ken",
-		Env:        map[string]string{"B": "2", "A": "1", "LIMBS_TOKEN": "ignored"},
+		ID:       "sb_golden",
+		Name:     "golden",
+		Instance: "cp_test",
+		Token:    "t0ken",
+		Env:      map[string]string{"B": "2", "A": "1", "LIMBS_TOKEN": "ignored"},
 	}
 }
 
 // TestCreateOptionsGolden pins the whole create request of a default
 // sandbox: every hardening default is visible in one reviewed file.
 func TestCreateOptionsGolden(t *testing.T) {
-	o := Options{StopTimeout: 5 * time.Second}
+	o := Options{StopTimeout: 5 * time.Second, SocketRoot: "/var/lib/limbs/sockets", LimbsdPath: "/usr/local/lib/limbs/limbsd"}
 	got, err := json.MarshalIndent(o.createOptions(withDefaults(testSpec()), true), "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -146,10 +144,6 @@ func TestValidate(t *testing.T) {
 		{"host network", func(s *sandbox.Spec) { s.Network = "host" }, false},
 		{"container network", func(s *sandbox.Spec) { s.Network = "container:abc" }, false},
 		{"bad id", func(s *sandbox.Spec) { s.ID = "../x" }, false},
-		{"relative socket dir", func(s *sandbox.Spec) { s.SocketDir = "sockets/x" }, false},
-		{"missing limbsd", func(s *sandbox.Spec) { s.LimbsdPath = filepath.Join(dir, "nope") }, false},
-		{"limbsd not an ELF", func(s *sandbox.Spec) { s.LimbsdPath = "/etc/passwd" }, false},
-		{"dynamic limbsd", func(s *sandbox.Spec) { s.LimbsdPath = "/bin/sh" }, false},
 		{"host root as workspace", func(s *sandbox.Spec) { s.Workspace = "/" }, false},
 		{"docker socket dir as workspace", func(s *sandbox.Spec) { s.Workspace = "/run" }, false},
 		{"missing host dir", func(s *sandbox.Spec) { s.Workspace = filepath.Join(dir, "missing") }, false},
@@ -160,12 +154,29 @@ func TestValidate(t *testing.T) {
 		{"volume name", func(s *sandbox.Spec) { s.Workspace = "my-project_1" }, true},
 		{"bad volume name", func(s *sandbox.Spec) { s.Workspace = "a b" }, false},
 	}
+	for _, tt := range []struct {
+		name string
+		edit func(*Options)
+	}{
+		{"relative socket root", func(o *Options) { o.SocketRoot = "sockets" }},
+		{"no socket root", func(o *Options) { o.SocketRoot = "" }},
+		{"missing limbsd", func(o *Options) { o.LimbsdPath = filepath.Join(dir, "nope") }},
+		{"limbsd not an ELF", func(o *Options) { o.LimbsdPath = "/etc/passwd" }},
+		{"dynamic limbsd", func(o *Options) { o.LimbsdPath = "/bin/sh" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{SocketRoot: dir, LimbsdPath: static}
+			tt.edit(&o)
+			if err := o.validate(withDefaults(testSpec())); !errors.Is(err, wire.ErrBadRequest) {
+				t.Fatalf("validate = %v, want an ErrBadRequest", err)
+			}
+		})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := testSpec()
-			s.LimbsdPath = static
 			tt.edit(&s)
-			err := validate(withDefaults(s))
+			err := Options{SocketRoot: dir, LimbsdPath: static}.validate(withDefaults(s))
 			if tt.ok && err != nil {
 				t.Fatalf("validate: %v", err)
 			}

@@ -1,7 +1,11 @@
 // Package docker is the sandbox provider that runs each sandbox as a Docker
-// container: the static limbsd binary is bind-mounted read-only into any
-// image and runs as the container's command under Docker's init, reachable
-// from the host only through a Unix socket in a bind-mounted directory.
+// container: the static limbsd binary (Options.LimbsdPath) is bind-mounted
+// read-only into any image and runs as the container's command under
+// Docker's init, reachable from the host only through a Unix socket in a
+// bind-mounted directory (Options.SocketRoot/ID/run, the container's
+// /run/limbs), which Dial connects to after checking who answers. limbsd
+// keeps its durable state (sessions, output logs) in that directory's
+// state/, the one place that survives a container restart.
 //
 // Its defaults are the secure ones (non-root uid 1000, every capability
 // dropped, no-new-privileges, memory/CPU/pids limits, no network, a
@@ -32,9 +36,13 @@ type Options struct {
 	// Host is the engine address (unix:///var/run/docker.sock, tcp://...);
 	// empty means $DOCKER_HOST, else the default socket.
 	Host string
-	// ReadyTimeout bounds how long Create and Start wait for limbsd to
-	// answer GET /v1/health (default 30s).
-	ReadyTimeout time.Duration
+	// SocketRoot is the host directory holding one directory per sandbox,
+	// SocketRoot/ID/run, bind-mounted into the container as /run/limbs:
+	// limbsd's socket and its state/ (an absolute path).
+	SocketRoot string
+	// LimbsdPath is the static limbsd binary on the host that is
+	// bind-mounted into every container.
+	LimbsdPath string
 	// StopTimeout is the grace period between SIGTERM and SIGKILL on Stop
 	// (default 5s).
 	StopTimeout time.Duration
@@ -54,6 +62,7 @@ type Provider struct {
 	log   *slog.Logger
 	opts  Options
 	inits inits
+	dirs  socketDirs
 }
 
 // New connects to the engine, negotiating the API version (the Debian
@@ -62,9 +71,6 @@ type Provider struct {
 func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.ReadyTimeout <= 0 {
-		opts.ReadyTimeout = 30 * time.Second
 	}
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = 5 * time.Second

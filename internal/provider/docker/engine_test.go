@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,7 +41,13 @@ func newProvider(t testing.TB) *Provider {
 		t.Skip("docker tests skipped: -short")
 	}
 	ctx := t.Context()
-	p, err := New(ctx, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// A short path: a Unix socket path must fit in 108 bytes.
+	root, err := os.MkdirTemp("", "limbs-t-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	p, err := New(ctx, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SocketRoot: root})
 	if err != nil {
 		testbin.NoDocker(t, "no Docker engine answers (run scripts/docker-up.sh)")
 	}
@@ -48,6 +55,7 @@ func newProvider(t testing.TB) *Provider {
 	if _, err := p.cli.ImageInspect(ctx, DefaultImage); err != nil {
 		testbin.NoDocker(t, "image "+DefaultImage+" missing (run scripts/build-base-image.sh)")
 	}
+	p.opts.LimbsdPath = buildLimbsd(t)
 	return p
 }
 
@@ -56,6 +64,7 @@ type box struct {
 	spec sandbox.Spec
 	inst sandbox.Instance
 	lc   *limbsclient.Client
+	dir  string // host side of /run/limbs
 }
 
 func randomID(t testing.TB) string {
@@ -69,19 +78,11 @@ func randomID(t testing.TB) string {
 func newSpec(t testing.TB, p *Provider, edit func(*sandbox.Spec)) sandbox.Spec {
 	t.Helper()
 	id := "sb_t" + randomID(t)
-	// A short path: a Unix socket path must fit in 108 bytes.
-	parent, err := os.MkdirTemp("", "limbs-t-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(parent) })
 	spec := sandbox.Spec{
-		ID:         id,
-		Name:       t.Name(),
-		Instance:   "cp_test",
-		SocketDir:  filepath.Join(parent, "s"),
-		LimbsdPath: buildLimbsd(t),
-		Token:      randomID(t),
+		ID:       id,
+		Name:     t.Name(),
+		Instance: "cp_test",
+		Token:    randomID(t),
 	}
 	if edit != nil {
 		edit(&spec)
@@ -101,17 +102,64 @@ func newSpec(t testing.TB, p *Provider, edit func(*sandbox.Spec)) sandbox.Spec {
 func newBox(t *testing.T, p *Provider, edit func(*sandbox.Spec)) *box {
 	t.Helper()
 	spec := newSpec(t, p, edit)
-	inst, err := p.Create(t.Context(), spec)
+	inst, err := createReady(t.Context(), p, spec)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	return &box{spec: spec, inst: inst, lc: limbsdClient(t, spec)}
+	return &box{spec: spec, inst: inst, lc: limbsdClient(t, p, spec), dir: p.opts.socketDir(spec.ID)}
 }
 
-// limbsdClient talks to a sandbox's limbsd through its socket.
-func limbsdClient(t testing.TB, spec sandbox.Spec) *limbsclient.Client {
+// createReady creates a sandbox and waits for its limbsd, as the control
+// plane does (removing it when it does not answer).
+func createReady(ctx context.Context, p *Provider, spec sandbox.Spec) (sandbox.Instance, error) {
+	inst, err := p.Create(ctx, spec)
+	if err != nil {
+		return inst, err
+	}
+	if err := ready(ctx, p, spec.ID); err != nil {
+		_ = p.Remove(context.WithoutCancel(ctx), spec.ID)
+		return sandbox.Instance{}, err
+	}
+	return inst, nil
+}
+
+// startReady starts a sandbox and waits for its limbsd, as the control
+// plane does.
+func startReady(ctx context.Context, p *Provider, id string) error {
+	if err := p.Start(ctx, id); err != nil {
+		return err
+	}
+	return ready(ctx, p, id)
+}
+
+// ready waits until sandbox id's limbsd answers health through Dial, or
+// Dial says it never will.
+func ready(ctx context.Context, p *Provider, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	lc := limbsclient.NewDialed(func(ctx context.Context) (net.Conn, error) { return p.Dial(ctx, id) }, "")
+	defer lc.HTTPClient().CloseIdleConnections()
+	var err error
+	for range 1000 {
+		if _, err = lc.Health(ctx); err == nil {
+			return nil
+		}
+		if errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, sandbox.ErrImpostor) || errors.Is(err, wire.ErrNotFound) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// limbsdClient talks to a sandbox's limbsd straight through its socket.
+func limbsdClient(t testing.TB, p *Provider, spec sandbox.Spec) *limbsclient.Client {
 	t.Helper()
-	lc, err := limbsclient.New("unix://"+filepath.Join(spec.SocketDir, "limbsd.sock"), spec.Token, "")
+	lc, err := limbsclient.New("unix://"+filepath.Join(p.opts.socketDir(spec.ID), "limbsd.sock"), spec.Token, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,16 +28,16 @@ func FuzzSpec(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, user, workspace, network string) {
 		spec := testSpec()
-		spec.LimbsdPath = limbsd
 		spec.User, spec.Workspace, spec.Network = user, workspace, sandbox.Network(network)
 		spec = withDefaults(spec)
-		if err := validate(spec); err != nil {
+		o := Options{SocketRoot: "/var/lib/limbs/sockets", LimbsdPath: limbsd}
+		if err := o.validate(spec); err != nil {
 			if !errors.Is(err, wire.ErrBadRequest) {
 				t.Fatalf("validate: %v is not a bad request", err)
 			}
 			return
 		}
-		c := Options{}.createOptions(spec, false)
+		c := o.createOptions(spec, false)
 		h := c.HostConfig
 		if n := string(h.NetworkMode); n != "none" && n != "bridge" {
 			t.Fatalf("network %q accepted", n)

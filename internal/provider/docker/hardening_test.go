@@ -71,8 +71,8 @@ func TestDefaultSandboxHardening(t *testing.T) {
 		Init: true, Memory: 2 << 30, Swap: 2 << 30, CPUs: 2e9, Pids: 512,
 		Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,exec,mode=1777,size=512m"},
 		Mounts: []mnt{
-			{"bind", b.spec.LimbsdPath, "/opt/limbs/limbsd", false},
-			{"bind", b.spec.SocketDir, "/run/limbs", true},
+			{"bind", p.opts.LimbsdPath, "/opt/limbs/limbsd", false},
+			{"bind", b.dir, "/run/limbs", true},
 			{"volume", volumeName(b.spec.ID), "/workspace", true},
 		},
 		Running:      true,
@@ -180,7 +180,7 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("second Stop: %v", err)
 	}
 
-	if err := p.Start(ctx, b.spec.ID); err != nil {
+	if err := startReady(ctx, p, b.spec.ID); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.run(t, "cat /workspace/file", 30); strings.TrimSpace(r.Output) != "kept" {
@@ -196,7 +196,7 @@ func TestLifecycle(t *testing.T) {
 	if _, err := p.cli.VolumeInspect(ctx, volumeName(b.spec.ID), client.VolumeInspectOptions{}); err == nil {
 		t.Errorf("volume %s survived Remove", volumeName(b.spec.ID))
 	}
-	if _, err := os.Stat(b.spec.SocketDir); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(b.dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket dir after Remove: %v", err)
 	}
 	if err := p.Remove(ctx, b.spec.ID); !errors.Is(err, wire.ErrNotFound) {
@@ -257,7 +257,7 @@ func TestCreateErrors(t *testing.T) {
 			spec := newSpec(t, p, tt.edit)
 			switch tt.name {
 			case "same id twice":
-				if _, err := p.Create(ctx, spec); err != nil {
+				if _, err := createReady(ctx, p, spec); err != nil {
 					t.Fatal(err)
 				}
 			case "foreign volume of the same name":
@@ -267,7 +267,7 @@ func TestCreateErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := p.Create(ctx, spec)
+			_, err := createReady(ctx, p, spec)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Create = %v, want %v", err, tt.want)
 			}
@@ -277,7 +277,7 @@ func TestCreateErrors(t *testing.T) {
 				if inst, err := p.Inspect(ctx, spec.ID); err != nil || !inst.State.Running {
 					t.Errorf("first sandbox after the second Create: %+v, %v", inst.State, err)
 				}
-				if _, err := limbsdClient(t, spec).Health(ctx); err != nil {
+				if _, err := limbsdClient(t, p, spec).Health(ctx); err != nil {
 					t.Errorf("first sandbox's limbsd after the second Create: %v", err)
 				}
 				if _, err := p.cli.VolumeInspect(ctx, volumeName(spec.ID), client.VolumeInspectOptions{}); err != nil {

@@ -36,7 +36,7 @@ func leaveState(t *testing.T, b *box) {
 	// kill at that very moment would lose it (a limbsd matter, not the
 	// provider's). Wait until the save is on the host's side of the state
 	// dir, which is what this test is about.
-	envs := filepath.Join(b.spec.SocketDir, "state", "sessions", s.ID, "env")
+	envs := filepath.Join(b.dir, "state", "sessions", s.ID, "env")
 	for i := 0; ; i++ {
 		if b, err := os.ReadFile(envs); err == nil && strings.Contains(string(b), "KEPT=") {
 			return
@@ -95,7 +95,7 @@ func TestKillLimbsd(t *testing.T) {
 	if inst.State.Running || inst.State.Reason != ReasonDaemonExited {
 		t.Errorf("state after kill -9: %+v, want stopped with reason %s", inst.State, ReasonDaemonExited)
 	}
-	if err := p.Start(ctx, b.spec.ID); err != nil {
+	if err := startReady(ctx, p, b.spec.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitEvent(t, evs, b.spec.ID, sandbox.EventStarted)
@@ -170,7 +170,7 @@ func TestLimbsdOOMKilled(t *testing.T) {
 	if inst.State.Running || inst.State.Reason != ReasonOOMKilled {
 		t.Errorf("state: %+v, want stopped with reason %s", inst.State, ReasonOOMKilled)
 	}
-	if err := p.Start(ctx, b.spec.ID); err != nil {
+	if err := startReady(ctx, p, b.spec.ID); err != nil {
 		t.Fatal(err)
 	}
 	checkState(t, b)
@@ -203,7 +203,7 @@ func TestForkBomb(t *testing.T) {
 	if err := p.Stop(ctx, b.spec.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(ctx, b.spec.ID); err != nil {
+	if err := startReady(ctx, p, b.spec.ID); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.run(t, "echo alive", 30); strings.TrimSpace(r.Output) != "alive" {
@@ -217,7 +217,7 @@ func TestRmRfRoot(t *testing.T) {
 	p := newProvider(t)
 	ctx := t.Context()
 	b := newBox(t, p, nil)
-	before, err := os.ReadFile(b.spec.LimbsdPath)
+	before, err := os.ReadFile(p.opts.LimbsdPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,20 +228,20 @@ func TestRmRfRoot(t *testing.T) {
 	if out, code := dockerExec(t, p, b, "0", "sh", "-c", "test -s /etc/passwd && test -x /bin/bash && ls -A /workspace"); code != 0 || strings.TrimSpace(out) != "" {
 		t.Errorf("after rm -rf /: exit %d, workspace listing %q; want the system intact and the workspace empty", code, out)
 	}
-	after, err := os.ReadFile(b.spec.LimbsdPath)
+	after, err := os.ReadFile(p.opts.LimbsdPath)
 	if err != nil || !bytes.Equal(before, after) {
 		t.Errorf("host limbsd binary changed or gone: %v", err)
 	}
-	if _, err := os.Stat(b.spec.SocketDir); err != nil {
+	if _, err := os.Stat(b.dir); err != nil {
 		t.Errorf("host socket dir: %v", err)
 	}
 	// limbsd lost its socket file (only connections opened before survive):
 	// Start on the running sandbox notices and restarts it.
 	b.lc.HTTPClient().CloseIdleConnections()
-	if _, err := os.Stat(filepath.Join(b.spec.SocketDir, "limbsd.sock")); err == nil {
+	if _, err := os.Stat(filepath.Join(b.dir, "limbsd.sock")); err == nil {
 		t.Logf("limbsd's socket survived rm -rf /")
 	}
-	if err := p.Start(ctx, b.spec.ID); err != nil {
+	if err := startReady(ctx, p, b.spec.ID); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.run(t, "id -u && ls /workspace | wc -l", 30); strings.Fields(r.Output)[0] != "1000" {

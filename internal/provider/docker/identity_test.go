@@ -113,7 +113,7 @@ func TestAgentCannotTouchLimbsd(t *testing.T) {
 
 	// The host side: limbsd's files are root's, the agent's directory in
 	// each session is the agent's.
-	st, err := os.Stat(filepath.Join(b.spec.SocketDir, "limbsd.sock"))
+	st, err := os.Stat(filepath.Join(b.dir, "limbsd.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,14 +142,14 @@ func TestSocketDirLinkRefused(t *testing.T) {
 			if err := os.Chown(victim, 4242, 4242); err != nil {
 				t.Skipf("cannot chown (not root?): %v", err)
 			}
-			target := filepath.Join(b.spec.SocketDir, rel)
+			target := filepath.Join(b.dir, rel)
 			if err := os.Rename(target, target+".real"); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Symlink(victim, target); err != nil {
 				t.Fatal(err)
 			}
-			err := p.Start(ctx, b.spec.ID)
+			err := startReady(ctx, p, b.spec.ID)
 			if !errors.Is(err, sandbox.ErrUnsafe) || !strings.Contains(err.Error(), "symbolic link") {
 				t.Errorf("Start with %s a link: %v, want ErrUnsafe naming the link", target, err)
 			}

@@ -20,12 +20,12 @@ import (
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
-// Create creates and starts a sandbox and returns once its limbsd answers
-// GET /v1/health on spec.SocketDir/limbsd.sock. On any failure it removes
-// what it created and says why, with limbsd's last log lines when it ran.
+// Create creates and starts a sandbox and returns once its container is
+// started (the control plane waits for limbsd through Dial). On any failure
+// it removes what it created and says why.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
 	spec = withDefaults(spec)
-	if err := validate(spec); err != nil {
+	if err := p.opts.validate(spec); err != nil {
 		return sandbox.Instance{}, err
 	}
 	log := p.log.With("sandbox", spec.ID)
@@ -34,7 +34,8 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 	if _, err := p.cli.ContainerInspect(ctx, containerName(spec.ID), client.ContainerInspectOptions{}); err == nil {
 		return sandbox.Instance{}, fmt.Errorf("sandbox %q: container %s already exists; remove the sandbox first or use another id: %w", spec.ID, containerName(spec.ID), wire.ErrConflict)
 	}
-	if err := prepareSocketDir(spec.SocketDir); err != nil {
+	dir := p.opts.socketDir(spec.ID)
+	if err := prepareSocketDir(dir); err != nil {
 		return sandbox.Instance{}, fmt.Errorf("sandbox %q: %w", spec.ID, err)
 	}
 
@@ -91,9 +92,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 		}
 		return fail(engineErr(fmt.Sprintf("sandbox %q: starting container", spec.ID), err))
 	}
-	if err := p.waitReady(ctx, spec.ID, created.ID, spec.SocketDir); err != nil {
-		return fail(err)
-	}
+	p.dirs.set(spec.ID, dir)
 	log.Info("sandbox created", "container", created.ID[:12], "image", spec.Image)
 	return p.Inspect(ctx, spec.ID)
 }
@@ -110,10 +109,9 @@ func giveVolume(mountpoint, user string) bool {
 	return os.Chown(mountpoint, uid, gid) == nil
 }
 
-// Start starts a stopped sandbox and waits for its limbsd, as Create does.
-// A running sandbox whose limbsd does not answer (its socket file deleted,
-// limbsd hung) is restarted, so that Start is the one way back for every
-// failure.
+// Start starts a stopped sandbox, as Create does. A running sandbox whose
+// limbsd does not answer (its socket file deleted, limbsd hung) is
+// restarted, so that Start is the one way back for every failure.
 func (p *Provider) Start(ctx context.Context, id string) error {
 	c, err := p.container(ctx, id)
 	if err != nil {
@@ -123,8 +121,9 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 	if dir == "" {
 		return fmt.Errorf("sandbox %q: container %s has no %s label; remove it and create the sandbox again: %w", id, c.ID[:12], labelSocketDir, wire.ErrConflict)
 	}
+	p.dirs.set(id, dir)
 	if c.State != nil && c.State.Running {
-		if p.healthy(ctx, id, dir) {
+		if p.healthy(ctx, id) {
 			return nil
 		}
 		p.log.Warn("limbsd does not answer in a running sandbox; restarting it", "sandbox", id)
@@ -143,7 +142,7 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 	if _, err := p.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		return engineErr(fmt.Sprintf("sandbox %q: starting container", id), err)
 	}
-	return p.waitReady(ctx, id, c.ID, dir)
+	return nil
 }
 
 // checkWorkspaceMount checks a host workspace again before every start:
@@ -194,18 +193,21 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 func (p *Provider) Remove(ctx context.Context, id string) error {
 	c, err := p.container(ctx, id)
 	found := err == nil
+	p.dirs.drop(id)
 	switch {
 	case err == nil:
 		if _, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errors.Is(engineErr("", err), wire.ErrNotFound) {
 			return engineErr(fmt.Sprintf("sandbox %q: removing container", id), err)
 		}
 		if dir := c.Config.Labels[labelSocketDir]; dir != "" {
-			if err := cleanSocketDir(dir); err != nil {
-				p.log.Warn("removing the socket dir", "sandbox", id, "dir", dir, "err", err)
-			}
+			p.removeSocketDir(id, dir)
 		}
 	case !errors.Is(err, wire.ErrNotFound):
 		return err
+	case idRE.MatchString(id) && filepath.IsAbs(p.opts.SocketRoot):
+		// A Create that died before its container existed (or a crash of
+		// limbs serve then) may have left the directory.
+		p.removeSocketDir(id, p.opts.socketDir(id))
 	}
 	// The volume is looked up by name even without the container, so that a
 	// Create that died half-way can be cleaned up.
@@ -217,6 +219,23 @@ func (p *Provider) Remove(ctx context.Context, id string) error {
 	}
 	p.log.Info("sandbox removed", "sandbox", id)
 	return nil
+}
+
+// removeSocketDir removes a sandbox's socket directory (cleanSocketDir)
+// and, when it is the provider's own SocketRoot/ID/run, the then empty
+// SocketRoot/ID.
+func (p *Provider) removeSocketDir(id, dir string) {
+	if err := cleanSocketDir(dir); err != nil {
+		p.log.Warn("removing the socket dir", "sandbox", id, "dir", dir, "err", err)
+		return
+	}
+	if p.opts.SocketRoot != "" && dir == p.opts.socketDir(id) {
+		// The parent is the provider's (the sandbox only has run/):
+		// os.Remove takes an empty directory and nothing else.
+		if err := os.Remove(filepath.Dir(dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			p.log.Warn("removing the sandbox's directory", "sandbox", id, "dir", filepath.Dir(dir), "err", err)
+		}
+	}
 }
 
 // cleanSocketDir removes what limbsd put in its socket directory, then the
@@ -354,60 +373,6 @@ func exitReason(code int, oomFlag, oomNow bool) string {
 	default:
 		return ReasonDaemonExited
 	}
-}
-
-// waitReady polls limbsd's health endpoint until it answers, the container
-// exits, ctx ends, or Options.ReadyTimeout passes.
-func (p *Provider) waitReady(ctx context.Context, id, containerID, socketDir string) error {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadyTimeout)
-	defer cancel()
-	sock := filepath.Join(socketDir, "limbsd.sock")
-	lc := p.daemonClient(id, socketDir)
-	defer lc.HTTPClient().CloseIdleConnections()
-	delay := 10 * time.Millisecond
-	for {
-		hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-		_, herr := lc.Health(hctx)
-		hcancel()
-		if herr == nil {
-			return nil
-		}
-		if errors.Is(herr, sandbox.ErrImpostor) {
-			return fmt.Errorf("sandbox %q: %w", id, herr)
-		}
-		// Inspect even when ctx just ended, to say why limbsd is not there.
-		ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		res, err := p.cli.ContainerInspect(ictx, containerID, client.ContainerInspectOptions{})
-		icancel()
-		if err != nil {
-			return engineErr(fmt.Sprintf("sandbox %q: waiting for limbsd", id), err)
-		}
-		if s := res.Container.State; s != nil && !s.Running {
-			if logs := p.logTail(containerID); s.ExitCode == 2 && strings.Contains(logs, "--user") {
-				// limbsd could not resolve the agent's user in the image.
-				return fmt.Errorf("sandbox %q: image %s has no user %q (%s): pass a numeric uid:gid or a user the image has: %w", id, res.Container.Config.Image, userOf(res.Container.Config.Cmd), logs, wire.ErrBadRequest)
-			}
-			return fmt.Errorf("sandbox %q: limbsd exited with code %d (%s) before answering; its last log lines:\n%s: %w",
-				id, s.ExitCode, exitReason(s.ExitCode, s.OOMKilled, false), p.logTail(containerID), wire.ErrUnavailable)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sandbox %q: limbsd did not answer on %s within %s (%v); its last log lines:\n%s: %w",
-				id, sock, p.opts.ReadyTimeout, herr, p.logTail(containerID), wire.ErrUnavailable)
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 200*time.Millisecond)
-	}
-}
-
-// healthy asks limbsd once, on a new connection, whether it answers.
-func (p *Provider) healthy(ctx context.Context, id, socketDir string) bool {
-	lc := p.daemonClient(id, socketDir)
-	defer lc.HTTPClient().CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err := lc.Health(ctx)
-	return err == nil
 }
 
 // logTail returns the container's last log lines, for error messages.

@@ -2,15 +2,19 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/moby/moby/client"
 
 	limbsclient "github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/wire"
 )
 
 // A sandbox's limbsd is the first child of the container's init (Docker's
@@ -88,12 +92,101 @@ func (p *Provider) initOf(ctx context.Context, id string, fresh bool) (initProc,
 	return in, nil
 }
 
-// daemonClient is a client of sandbox id's limbsd that refuses any other
-// peer on its socket.
-func (p *Provider) daemonClient(id, socketDir string) *limbsclient.Client {
-	sock := filepath.Join(socketDir, "limbsd.sock")
+// socketDirs caches the socket directory of each sandbox's container (its
+// labelSocketDir, fixed when the container was created), so that a Dial
+// costs no engine round trip.
+type socketDirs struct {
+	mu sync.Mutex // guards m
+	m  map[string]string
+}
+
+func (d *socketDirs) get(id string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dir, ok := d.m[id]
+	return dir, ok
+}
+
+func (d *socketDirs) set(id, dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]string{}
+	}
+	d.m[id] = dir
+}
+
+func (d *socketDirs) drop(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.m, id)
+}
+
+// socketDir returns the host directory of sandbox id's /run/limbs.
+func (p *Provider) socketDir(ctx context.Context, id string) (string, error) {
+	if dir, ok := p.dirs.get(id); ok {
+		return dir, nil
+	}
+	c, err := p.container(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	dir := c.Config.Labels[labelSocketDir]
+	if dir == "" {
+		return "", fmt.Errorf("sandbox %q: container %s has no %s label; remove it and create the sandbox again: %w", id, c.ID[:12], labelSocketDir, wire.ErrConflict)
+	}
+	p.dirs.set(id, dir)
+	return dir, nil
+}
+
+// Dial connects to sandbox id's limbsd on the socket in its socket
+// directory, which the sandbox may write: a path that is not a socket, or
+// a peer that is not the container's daemon (CheckPeer), is refused with
+// sandbox.ErrImpostor before anything is sent. When the connection fails
+// and the container is not running, the error wraps sandbox.ErrNotRunning
+// and says why, with limbsd's last log lines.
+func (p *Provider) Dial(ctx context.Context, id string) (net.Conn, error) {
+	dir, err := p.socketDir(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	check := func(ctx context.Context, peer sandbox.Peer) error { return p.CheckPeer(ctx, id, peer) }
-	return limbsclient.NewDialed(func(ctx context.Context) (net.Conn, error) {
-		return sandbox.DialDaemon(ctx, sock, check)
-	}, "")
+	c, err := sandbox.DialDaemon(ctx, filepath.Join(dir, "limbsd.sock"), check)
+	if err == nil || errors.Is(err, sandbox.ErrImpostor) {
+		return c, err
+	}
+	return nil, p.unreachable(ctx, id, err)
+}
+
+// unreachable says why sandbox id's limbsd did not take a connection
+// (err): its container is not running (sandbox.ErrNotRunning, with the
+// exit code and log lines), or it does not answer yet.
+func (p *Provider) unreachable(ctx context.Context, id string, err error) error {
+	// Inspect even when ctx just ended, to say why limbsd is not there.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	c, ierr := p.container(ictx, id)
+	cancel()
+	if ierr != nil {
+		return ierr
+	}
+	s := c.State
+	if s == nil || s.Running {
+		return fmt.Errorf("sandbox %q: limbsd does not answer on its socket: %w", id, err)
+	}
+	if logs := p.logTail(c.ID); s.ExitCode == 2 && strings.Contains(logs, "--user") {
+		// limbsd could not resolve the agent's user in the image.
+		return fmt.Errorf("sandbox %q: image %s has no user %q (%s): pass a numeric uid:gid or a user the image has: %w: %w", id, c.Config.Image, userOf(c.Config.Cmd), logs, wire.ErrBadRequest, sandbox.ErrNotRunning)
+	}
+	return fmt.Errorf("sandbox %q: limbsd exited with code %d (%s); its last log lines:\n%s: %w: %w",
+		id, s.ExitCode, exitReason(s.ExitCode, s.OOMKilled, false), p.logTail(c.ID), wire.ErrUnavailable, sandbox.ErrNotRunning)
+}
+
+// healthy asks limbsd once, on a new connection, whether it answers.
+func (p *Provider) healthy(ctx context.Context, id string) bool {
+	lc := limbsclient.NewDialed(func(ctx context.Context) (net.Conn, error) { return p.Dial(ctx, id) }, "")
+	defer lc.HTTPClient().CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := lc.Health(ctx)
+	return err == nil
 }

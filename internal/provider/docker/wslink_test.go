@@ -36,7 +36,7 @@ func TestWorkspaceLinkedAfterCreateRefused(t *testing.T) {
 	if err := os.Symlink(victim, ws); err != nil {
 		t.Fatal(err)
 	}
-	err := p.Start(ctx, b.spec.ID)
+	err := startReady(ctx, p, b.spec.ID)
 	if err == nil {
 		r := b.run(t, "ls /workspace", 30)
 		t.Fatalf("Start with the workspace a link to %s succeeded; /workspace holds %q", victim, r.Output)

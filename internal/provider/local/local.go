@@ -15,9 +15,11 @@
 //	workspace/    the default working directory (unless Spec.Workspace names a host dir)
 //	state/        limbsd's --state-dir: session state and output logs, kept
 //	              across Stop/Start so limbsd restores its sessions
+//	run/          limbsd's socket (limbsd.sock), which Dial connects to
 //	limbsd.log    limbsd's stderr
 //
-// The socket directory (Spec.SocketDir) belongs to the control plane.
+// Create and Start return once limbsd listens (its socket is there) or
+// exited; the control plane waits for its health through Dial.
 package local
 
 import (
@@ -28,7 +30,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,8 +61,12 @@ type Options struct {
 	// Hide lists host paths masked by an empty tmpfs inside an isolated
 	// sandbox (the control plane's state dir, with its token), before the
 	// sandbox's own directories are bound back in.
-	Hide   []string
-	Logger *slog.Logger
+	Hide []string
+	// LimbsdPath is the limbsd binary (an absolute path) each sandbox
+	// runs; it is read at every start, so a new build takes effect at the
+	// next Start. Without it the provider can only stop, list and remove.
+	LimbsdPath string
+	Logger     *slog.Logger
 }
 
 // Provider runs sandboxes as host processes.
@@ -179,13 +184,13 @@ func (p *Provider) Note(spec sandbox.Spec) string {
 
 func (p *Provider) dir(id string) string { return filepath.Join(p.opts.Root, id) }
 
-// Create starts limbsd for a new sandbox and waits until it answers.
+// Create starts limbsd for a new sandbox and returns once it listens.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
 	if !strings.HasPrefix(spec.ID, "sb_") || strings.ContainsAny(spec.ID, "/.") {
 		return sandbox.Instance{}, fmt.Errorf("sandbox id %q: %w", spec.ID, wire.ErrBadRequest)
 	}
-	if !filepath.IsAbs(spec.LimbsdPath) {
-		return sandbox.Instance{}, fmt.Errorf("limbsd binary %q: want an absolute path; build it with `make build`: %w", spec.LimbsdPath, wire.ErrBadRequest)
+	if err := p.checkLimbsd(); err != nil {
+		return sandbox.Instance{}, err
 	}
 	dir := p.dir(spec.ID)
 	workdir := filepath.Join(dir, "workspace")
@@ -218,10 +223,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 	if err != nil {
 		return sandbox.Instance{}, err
 	}
-	if err := p.waitHealthyRetrying(ctx, pr); err != nil {
+	if err := p.waitStartedRetrying(ctx, pr); err != nil {
 		return sandbox.Instance{}, err
 	}
 	return p.Inspect(ctx, spec.ID)
+}
+
+func (p *Provider) checkLimbsd() error {
+	if !filepath.IsAbs(p.opts.LimbsdPath) {
+		return fmt.Errorf("local provider: limbsd binary %q: want an absolute path; build it with `make build` and pass --limbsd: %w", p.opts.LimbsdPath, wire.ErrBadRequest)
+	}
+	return nil
 }
 
 // errMountRace: bubblewrap failed to remount a mount of the host that
@@ -234,11 +246,11 @@ func mountRace(log string) bool {
 	return strings.Contains(log, "bwrap: Can't bind mount") && strings.Contains(log, "Unable to apply mount flags")
 }
 
-// waitHealthyRetrying is waitHealthy, starting limbsd again (three times
+// waitStartedRetrying is waitStarted, starting limbsd again (three times
 // at most) when bubblewrap lost a race with a host mount.
-func (p *Provider) waitHealthyRetrying(ctx context.Context, pr *proc) error {
+func (p *Provider) waitStartedRetrying(ctx context.Context, pr *proc) error {
 	for try := 0; ; try++ {
-		err := p.waitHealthy(ctx, pr)
+		err := p.waitStarted(ctx, pr)
 		if !errors.Is(err, errMountRace) || try == 3 {
 			return err
 		}
@@ -255,7 +267,7 @@ func (p *Provider) waitHealthyRetrying(ctx context.Context, pr *proc) error {
 // spawn starts limbsd for m; p.mu is held.
 func (p *Provider) spawn(m meta) (*proc, error) {
 	dir := p.dir(m.Spec.ID)
-	sock := filepath.Join(m.Spec.SocketDir, "limbsd.sock")
+	sock := p.socket(m.Spec.ID)
 	// The sandbox writes in both: a link in their place would have limbsd
 	// (the host's user) write wherever it points.
 	if err := p.prepareDirs(m.Spec); err != nil {
@@ -265,7 +277,7 @@ func (p *Provider) spawn(m meta) (*proc, error) {
 		return nil, err
 	}
 	_ = os.Remove(sock) // a socket left by a killed daemon (unlink never follows a link)
-	args := []string{m.Spec.LimbsdPath,
+	args := []string{p.opts.LimbsdPath,
 		"--listen", "unix://" + sock,
 		"--workdir", m.Workdir,
 		"--state-dir", p.stateDir(m.Spec.ID),
@@ -339,8 +351,8 @@ func (p *Provider) bwrapArgs(m meta) []string {
 		}
 	}
 	// limbsd itself may live under /tmp or a hidden path (a test build).
-	a = append(a, "--ro-bind", m.Spec.LimbsdPath, m.Spec.LimbsdPath)
-	for _, d := range []string{m.Workdir, p.stateDir(m.Spec.ID), m.Spec.SocketDir} {
+	a = append(a, "--ro-bind", p.opts.LimbsdPath, p.opts.LimbsdPath)
+	for _, d := range []string{m.Workdir, p.stateDir(m.Spec.ID), p.socketDir(m.Spec.ID)} {
 		a = append(a, "--bind", d, d)
 	}
 	// As root, bubblewrap keeps every capability unless told otherwise:
@@ -376,20 +388,22 @@ func (p *Provider) checkWorkdir(m meta) error {
 	return nil
 }
 
+// stateDir is where limbsd keeps a sandbox's durable state: sessions and
+// output logs, kept across Stop and Start.
 func (p *Provider) stateDir(id string) string { return filepath.Join(p.dir(id), "state") }
+
+// socketDir holds limbsd's socket; the sandbox may write in it.
+func (p *Provider) socketDir(id string) string { return filepath.Join(p.dir(id), "run") }
+
+func (p *Provider) socket(id string) string { return filepath.Join(p.socketDir(id), "limbsd.sock") }
 
 // prepareDirs creates or checks limbsd's state and socket directories,
 // never following a link in their place.
 func (p *Provider) prepareDirs(spec sandbox.Spec) error {
-	if err := sandbox.MkdirBeneath(p.dir(spec.ID), "state", 0o700); err != nil {
-		return fmt.Errorf("local sandbox %s: %w", spec.ID, err)
-	}
-	parent, base := filepath.Split(spec.SocketDir)
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return fmt.Errorf("local sandbox %s: socket dir: %w", spec.ID, err)
-	}
-	if err := sandbox.MkdirBeneath(parent, base, 0o700); err != nil {
-		return fmt.Errorf("local sandbox %s: %w", spec.ID, err)
+	for _, d := range []string{"state", "run"} {
+		if err := sandbox.MkdirBeneath(p.dir(spec.ID), d, 0o700); err != nil {
+			return fmt.Errorf("local sandbox %s: %w", spec.ID, err)
+		}
 	}
 	return nil
 }
@@ -477,53 +491,41 @@ func (pr *proc) alive() bool {
 	}
 }
 
-// waitHealthy waits until limbsd answers health on its socket, the process
-// exits, or ctx ends.
-func (p *Provider) waitHealthy(ctx context.Context, pr *proc) error {
+// waitStarted waits until limbsd listens (its socket is there: no
+// request is sent, the control plane asks for health through Dial), the
+// process exits (with errMountRace when bubblewrap lost a race with a
+// host mount), or ctx ends.
+func (p *Provider) waitStarted(ctx context.Context, pr *proc) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sock := filepath.Join(pr.meta.Spec.SocketDir, "limbsd.sock")
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext:       p.dialer(pr),
-		DisableKeepAlives: true,
-	}}
+	id := pr.meta.Spec.ID
+	sock := p.socket(id)
 	delay := 2 * time.Millisecond
-	for {
-		err := health(ctx, hc)
-		if err == nil {
-			return nil
+	for range 1000 {
+		select {
+		case <-pr.done:
+			tail := p.logTail(id)
+			if mountRace(tail) {
+				return fmt.Errorf("limbsd of sandbox %s exited at start: %s: %w", id, tail, errMountRace)
+			}
+			return fmt.Errorf("limbsd of sandbox %s exited at start: %s", id, tail)
+		default:
 		}
-		if errors.Is(err, sandbox.ErrImpostor) {
-			return fmt.Errorf("sandbox %s: %w", pr.meta.Spec.ID, err)
+		// The sandbox writes in the socket's directory, but nothing of it
+		// runs before limbsd: whatever is a socket here is limbsd's, and
+		// Dial checks the peer of every connection anyway.
+		if fi, err := os.Lstat(sock); err == nil && fi.Mode().Type() == os.ModeSocket {
+			return nil
 		}
 		select {
 		case <-pr.done:
-			tail := p.logTail(pr.meta.Spec.ID)
-			if mountRace(tail) {
-				return fmt.Errorf("limbsd of sandbox %s exited at start: %s: %w", pr.meta.Spec.ID, tail, errMountRace)
-			}
-			return fmt.Errorf("limbsd of sandbox %s exited at start: %s", pr.meta.Spec.ID, tail)
 		case <-ctx.Done():
-			return fmt.Errorf("limbsd of sandbox %s did not answer on %s: %w; its log says: %s", pr.meta.Spec.ID, sock, ctx.Err(), p.logTail(pr.meta.Spec.ID))
+			return fmt.Errorf("limbsd of sandbox %s did not listen on %s: %w; its log says: %s", id, sock, ctx.Err(), p.logTail(id))
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 100*time.Millisecond)
 	}
-}
-
-func health(ctx context.Context, hc *http.Client) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://limbsd/v1/health", nil)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("health: %s", resp.Status)
-	}
-	return nil
+	return fmt.Errorf("limbsd of sandbox %s did not listen on %s; its log says: %s", id, sock, p.logTail(id))
 }
 
 func (p *Provider) logTail(id string) string {
@@ -640,7 +642,7 @@ func groupAlive(pgid int) bool {
 }
 
 // Start respawns a stopped sandbox's limbsd (its state dir is kept, so it
-// restores its sessions) and waits until it answers.
+// restores its sessions) and returns once it listens.
 func (p *Provider) Start(ctx context.Context, id string) error {
 	p.mu.Lock()
 	pr, err := p.track(id)
@@ -649,13 +651,17 @@ func (p *Provider) Start(ctx context.Context, id string) error {
 		return err
 	}
 	if !pr.alive() {
+		if err := p.checkLimbsd(); err != nil {
+			p.mu.Unlock()
+			return err
+		}
 		if pr, err = p.spawn(pr.meta); err != nil {
 			p.mu.Unlock()
 			return err
 		}
 	}
 	p.mu.Unlock()
-	return p.waitHealthyRetrying(ctx, pr)
+	return p.waitStartedRetrying(ctx, pr)
 }
 
 // Stop ends the sandbox's processes: SIGTERM to its process group (limbsd

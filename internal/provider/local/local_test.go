@@ -89,8 +89,8 @@ func TestSandboxEnvKeepsHostSecretsOut(t *testing.T) {
 }
 
 func TestBwrapArgsOrder(t *testing.T) {
-	p := &Provider{opts: Options{Root: "/state/sandboxes", Hide: []string{"/"}}, bwrap: "/usr/bin/bwrap"}
-	m := meta{Workdir: "/home/me/project", Spec: sandbox.Spec{ID: "sb_x", SocketDir: "/state/sandboxes/sb_x/run", LimbsdPath: "/opt/limbsd"}}
+	p := &Provider{opts: Options{Root: "/state/sandboxes", Hide: []string{"/"}, LimbsdPath: "/opt/limbsd"}, bwrap: "/usr/bin/bwrap"}
+	m := meta{Workdir: "/home/me/project", Spec: sandbox.Spec{ID: "sb_x"}}
 	got := p.bwrapArgs(m)
 	want := []string{"/usr/bin/bwrap",
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
@@ -137,26 +137,26 @@ func TestUnknownSandbox(t *testing.T) {
 
 func TestCreateRefusesBadSpecs(t *testing.T) {
 	root := t.TempDir()
-	p, err := New(Options{Root: root, Isolation: IsolateNone})
-	if err != nil {
-		t.Fatal(err)
-	}
 	file := filepath.Join(root, "file")
 	os.WriteFile(file, nil, 0o600)
 	tests := []struct {
-		name string
-		spec sandbox.Spec
+		name   string
+		limbsd string
+		spec   sandbox.Spec
 	}{
-		{"id with a slash", sandbox.Spec{ID: "sb_../x", LimbsdPath: "/bin/true"}},
-		{"relative limbsd", sandbox.Spec{ID: "sb_a", LimbsdPath: "limbsd"}},
-		{"relative workspace", sandbox.Spec{ID: "sb_b", LimbsdPath: "/bin/true", Workspace: "ws"}},
-		{"workspace is a file", sandbox.Spec{ID: "sb_c", LimbsdPath: "/bin/true", Workspace: file}},
-		{"etc as workspace", sandbox.Spec{ID: "sb_d", LimbsdPath: "/bin/true", Workspace: "/etc"}},
-		{"the host root as workspace", sandbox.Spec{ID: "sb_e", LimbsdPath: "/bin/true", Workspace: "/"}},
+		{"id with a slash", "/bin/true", sandbox.Spec{ID: "sb_../x"}},
+		{"relative limbsd", "limbsd", sandbox.Spec{ID: "sb_a"}},
+		{"relative workspace", "/bin/true", sandbox.Spec{ID: "sb_b", Workspace: "ws"}},
+		{"workspace is a file", "/bin/true", sandbox.Spec{ID: "sb_c", Workspace: file}},
+		{"etc as workspace", "/bin/true", sandbox.Spec{ID: "sb_d", Workspace: "/etc"}},
+		{"the host root as workspace", "/bin/true", sandbox.Spec{ID: "sb_e", Workspace: "/"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.spec.SocketDir = filepath.Join(root, "run")
+			p, err := New(Options{Root: root, Isolation: IsolateNone, LimbsdPath: tc.limbsd})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if _, err := p.Create(context.Background(), tc.spec); !errors.Is(err, wire.ErrBadRequest) {
 				t.Errorf("Create: %v, want bad request", err)
 			}
@@ -168,15 +168,15 @@ func TestCreateRefusesBadSpecs(t *testing.T) {
 // instead of waiting forever.
 func TestCreateReportsDaemonThatExits(t *testing.T) {
 	root := t.TempDir()
-	p, err := New(Options{Root: root, Isolation: IsolateNone})
-	if err != nil {
-		t.Fatal(err)
-	}
 	fake := filepath.Join(root, "fake-limbsd")
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'cannot start: no shell here' >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	spec := sandbox.Spec{ID: "sb_dies", LimbsdPath: fake, SocketDir: filepath.Join(root, "sb_dies", "run"), Token: "t"}
+	p, err := New(Options{Root: root, Isolation: IsolateNone, LimbsdPath: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{ID: "sb_dies", Token: "t"}
 	_, err = p.Create(context.Background(), spec)
 	if err == nil || !strings.Contains(err.Error(), "cannot start: no shell here") {
 		t.Fatalf("Create with a daemon that exits: %v, want its log in the error", err)

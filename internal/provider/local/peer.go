@@ -11,24 +11,10 @@ import (
 	"github.com/limbs-dev/limbs/internal/sandbox"
 )
 
-// CheckPeer says whether peer, the process answering sandbox id's socket,
-// is its limbsd: the process the provider started, or (isolated) the
-// first process inside bubblewrap. The sandbox's own processes fail the
-// check, even though, here, they run as the same user.
-func (p *Provider) CheckPeer(ctx context.Context, id string, peer sandbox.Peer) error {
-	p.mu.Lock()
-	pr, ok := p.procs[id]
-	var m meta
-	if ok {
-		m = pr.meta
-	}
-	p.mu.Unlock()
-	if !ok || !p.sameProcess(m) {
-		return fmt.Errorf("sandbox %s has no running daemon", id)
-	}
-	return p.daemonIs(m, peer.Pid)
-}
-
+// daemonIs says whether peer, the process answering m's socket, is its
+// limbsd: the process the provider started, or (isolated) the first
+// process inside bubblewrap. The sandbox's own processes fail the check,
+// even though, here, they run as the same user.
 func (p *Provider) daemonIs(m meta, peer int) error {
 	if peer == m.Pid {
 		return nil
@@ -58,12 +44,25 @@ func (p *Provider) daemonIs(m meta, peer int) error {
 	return fmt.Errorf("its daemon is pid %d, the first process inside bubblewrap pid %d", pid, m.Pid)
 }
 
-// dialer returns a dialer of sandbox id's socket that refuses any other
-// peer than its limbsd, for pr's incarnation.
-func (p *Provider) dialer(pr *proc) func(ctx context.Context, _, _ string) (net.Conn, error) {
-	sock := filepath.Join(pr.meta.Spec.SocketDir, "limbsd.sock")
-	check := func(ctx context.Context, peer sandbox.Peer) error { return p.daemonIs(pr.meta, peer.Pid) }
-	return func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return sandbox.DialDaemon(ctx, sock, check)
+// Dial connects to sandbox id's limbsd on its socket, refusing any other
+// peer (sandbox.ErrImpostor); a sandbox whose limbsd exited is
+// sandbox.ErrNotRunning, with its last log lines.
+func (p *Provider) Dial(ctx context.Context, id string) (net.Conn, error) {
+	p.mu.Lock()
+	pr, err := p.track(id)
+	p.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
+	if !pr.alive() {
+		return nil, fmt.Errorf("limbsd of local sandbox %s is not running (%s): %w", id, p.logTail(id), sandbox.ErrNotRunning)
+	}
+	return p.dial(ctx, pr)
+}
+
+// dial connects to pr's socket, refusing any other peer than its limbsd,
+// for pr's incarnation.
+func (p *Provider) dial(ctx context.Context, pr *proc) (net.Conn, error) {
+	check := func(ctx context.Context, peer sandbox.Peer) error { return p.daemonIs(pr.meta, peer.Pid) }
+	return sandbox.DialDaemon(ctx, p.socket(pr.meta.Spec.ID), check)
 }

@@ -30,7 +30,8 @@ func TestStartRefusesWorkspaceTurnedLink(t *testing.T) {
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\ntouch started\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	spec := sandbox.Spec{ID: "sb_ws", LimbsdPath: fake, SocketDir: filepath.Join(root, "sb_ws", "run"), Token: "t", Workspace: ws}
+	p.opts.LimbsdPath = fake
+	spec := sandbox.Spec{ID: "sb_ws", Token: "t", Workspace: ws}
 	if err := os.MkdirAll(p.dir(spec.ID), 0o700); err != nil {
 		t.Fatal(err)
 	}
