@@ -44,10 +44,16 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 		out.Shown = [][2]int64{{rel(r.ChunkStart), rel(r.OffsetEnd)}}
 	}
 	var readErr error
-	if r.Truncated && !r.AltScreen && r.CommandID != "" {
+	if r.Truncated && !r.AltScreen {
+		// Never limbsd's text: its note names an HTTP route.
 		text, out.Shown, readErr = sh.headTail(ctx, c.session, r)
 		out.Truncated = true
 	}
+	sh.mu.Lock()
+	prevAlt := c.last.AltScreen
+	sh.mu.Unlock()
+	// After a screen excerpt there is no last line the model saw to redraw.
+	out.Overwrite = r.Overwrite && !r.AltScreen && !prevAlt && text != ""
 	if !r.AltScreen {
 		text, out.ClampedLines = clampLines(text, sh.opts.MaxLine)
 	}
@@ -82,6 +88,13 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 	} else {
 		b.WriteString(withNL(text))
 	}
+	if out.Overwrite {
+		line("[the first line above redraws the last line of the previous result (a line rewritten in place, like a progress bar)]")
+	}
+	if len(r.LogMissing) == 2 {
+		out.Missing = []int64{rel(r.LogMissing[0]), rel(r.LogMissing[1])}
+		line("[bytes %d-%d of this command's output are no longer kept (the sandbox's disk bound for output cut them); the rest stays readable]", out.Missing[0], out.Missing[1])
+	}
 	if out.Unseen != nil {
 		line("[bytes %d-%d of this command's output were not shown in any result; shell_read %s from=%d to=%d returns them]", out.Unseen[0], out.Unseen[1], sh.readArgs(c), out.Unseen[0], out.Unseen[1])
 	}
@@ -90,7 +103,11 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 			line("[output of %d bytes not shown: reading it back failed (%s); shell_read %s returns what is still kept]", r.OffsetEnd-r.ChunkStart, detail(readErr), sh.readArgs(c))
 		} else if len(out.Shown) == 2 {
 			s := out.Shown
-			line("[output truncated: bytes %d-%d and %d-%d of %d shown; shell_read %s from=%d to=%d returns the rest]", s[0][0], s[0][1], s[1][0], s[1][1], out.OutputBytes, sh.readArgs(c), s[0][1], s[1][0])
+			if c.id == "" {
+				line("[output truncated: bytes %d-%d and %d-%d of %d shown]", s[0][0], s[0][1], s[1][0], s[1][1], r.OffsetEnd-r.OffsetStart)
+			} else {
+				line("[output truncated: bytes %d-%d and %d-%d of %d shown; shell_read %s from=%d to=%d returns the rest]", s[0][0], s[0][1], s[1][0], s[1][1], out.OutputBytes, sh.readArgs(c), s[0][1], s[1][0])
+			}
 		}
 	}
 	if out.ClampedLines > 0 {

@@ -189,6 +189,12 @@ type ShellOutput struct {
 	Truncated   bool       `json:"truncated,omitempty"`
 	// ClampedLines counts lines cut to MaxLine characters.
 	ClampedLines int `json:"clamped_lines,omitempty"`
+	// Overwrite: the first line of Output redraws the last line of the
+	// previous result (a progress bar).
+	Overwrite bool `json:"overwrite,omitempty"`
+	// Missing is a range of the output the sandbox no longer keeps (its
+	// disk bound cut it).
+	Missing []int64 `json:"missing,omitempty"`
 	// Unseen is a range of the output no result showed (a result lost
 	// on its way): shell_read reads it.
 	Unseen          []int64 `json:"unseen,omitempty"`
