@@ -146,6 +146,7 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 	sh.mu.Lock()
 	c.end = max(c.end, r.OffsetEnd)
 	c.last = r
+	c.last.Output, c.last.BackgroundOutput = "", "" // a Shell keeps many
 	if l := lastLine(text); l != "" {
 		c.lastLine = l
 	}
@@ -304,7 +305,7 @@ func (sh *Shell) prompt(out *ShellOutput, c *cmdState, r wire.Result, scr *wire.
 	switch {
 	case pagerRe.MatchString(p):
 		out.OnScreen = "pager"
-		out.Program = programIn(c.command)
+		out.Program = programIn(sh.commandOf(c))
 		out.Leave = &InputInput{Text: "q"}
 	case confirmRe.MatchString(p):
 		out.OnScreen = "confirm"
@@ -315,7 +316,7 @@ func (sh *Shell) prompt(out *ShellOutput, c *cmdState, r wire.Result, scr *wire.
 // fullScreen fills in the program on the alternate screen and how to
 // leave it.
 func (sh *Shell) fullScreen(out *ShellOutput, c *cmdState, r wire.Result, scr *wire.Screen) {
-	out.Program = programIn(c.command)
+	out.Program = programIn(sh.commandOf(c))
 	last := ""
 	if scr != nil {
 		for i := len(scr.Lines) - 1; i >= 0; i-- {
@@ -525,4 +526,10 @@ func signalOf(code int) string {
 		return signals[n]
 	}
 	return ""
+}
+
+func (sh *Shell) commandOf(c *cmdState) string {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return c.command
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -48,7 +49,10 @@ type ShellOptions struct {
 // Shell is the tool-layer state of one agent (one MCP connection): its
 // default session, created on first use, and the commands it ran, so that
 // shell_read and shell_wait can name them by id. It is safe for
-// concurrent calls; calls on different sessions run in parallel.
+// concurrent calls; calls on different sessions run in parallel. Its
+// mutex is never held across a call to Sessions (nor taken with the
+// Editor's): shell_wait's goroutines, one per session it waits on, only
+// take it to record what a result says.
 type Shell struct {
 	s    Sessions
 	opts ShellOptions
@@ -67,8 +71,8 @@ type cmdState struct {
 	timeout              float64 // seconds, 0: none
 	start, end           int64   // offset_start, the last offset_end
 	ended                bool
-	last                 wire.Result
-	lastLine             string // the last line of output shown so far
+	last                 wire.Result // without its output (see finish)
+	lastLine             string      // the last line of output shown so far
 }
 
 // NewShell returns the shell tools over s.
@@ -270,7 +274,14 @@ func (sh *Shell) Run(ctx context.Context, in RunInput) (Result[ShellOutput], err
 	for attempt := 0; ; attempt++ {
 		r, err = sh.s.Exec(ctx, sid, req)
 		if errors.Is(err, wire.ErrUnavailable) && attempt < 2 {
-			continue // the shell had just exited: limbsd says retry
+			// The shell had just exited and its successor is starting:
+			// limbsd says retry.
+			select {
+			case <-ctx.Done():
+				return Result[ShellOutput]{}, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
 		}
 		if errors.Is(err, wire.ErrNotFound) && in.Session == "" && attempt < 1 {
 			// The default session is gone (closed elsewhere): start another.
@@ -376,9 +387,11 @@ func (sh *Shell) Input(ctx context.Context, in InputInput) (Result[ShellOutput],
 		return sh.callErr(sid, in.Session, err)
 	}
 	c := sh.current(sid, r.CommandID, r.OffsetStart)
+	sh.mu.Lock()
 	if c.command == "" && r.CommandID != "" {
 		c.command = in.Text // input that started a command
 	}
+	sh.mu.Unlock()
 	res, err := sh.finish(ctx, c, r)
 	res.Out.YieldSeconds = yield
 	return res, err
@@ -435,7 +448,8 @@ func (sh *Shell) Wait(ctx context.Context, in WaitInput) (Result[WaitOutput], er
 	}
 	results := make([]Result[ShellOutput], len(sids))
 	errs := make([]error, len(sids))
-	// mode any: the first to end cancels the others' waits; a wait that
+	// mode any: the first to end (or to wait for input) cancels the
+	// others' waits; a wait that
 	// is cancelled hands over nothing, so nothing is lost (and a result
 	// lost on its way shows as unseen bytes in the next one).
 	wctx, cancel := context.WithCancel(ctx)
@@ -446,7 +460,9 @@ func (sh *Shell) Wait(ctx context.Context, in WaitInput) (Result[WaitOutput], er
 		go func() {
 			defer wg.Done()
 			results[i], errs[i] = sh.waitOne(wctx, sid, in.Session, in.Yield)
-			if errs[i] == nil && in.Mode != "all" && len(sids) > 1 && results[i].Out.Status != wire.StatusRunning {
+			o := results[i].Out
+			needs := o.Status != wire.StatusRunning || o.WaitingForInput || o.OnScreen != ""
+			if errs[i] == nil && in.Mode != "all" && len(sids) > 1 && needs {
 				cancel()
 			}
 		}()
