@@ -177,6 +177,9 @@ var goldenCases = []struct {
 		read(tool.ReadInput{Command: "c_1", Grep: "^19999[0-3]$"}),
 		read(tool.ReadInput{Command: "c_1", TailLines: 3}),
 	}, tool.ShellOptions{MaxOutput: 2048}},
+	{"long_line", "A line longer than MaxLine keeps its head and tail.", []step{
+		run(tool.RunInput{Command: `python3 -c 'print("ab" * 300 + "MIDDLE" + "yz" * 300); print("short")'`}),
+	}, tool.ShellOptions{MaxLine: 200}},
 	{"background_output", "What a background job printed while no command ran.", []step{
 		run(tool.RunInput{Command: "(sleep 0.3; echo bg-done) &"}),
 		sleep(1500 * time.Millisecond),

@@ -111,7 +111,7 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 		}
 	}
 	if out.ClampedLines > 0 {
-		line("[%d line(s) longer than %d characters were clamped to their head and tail; shell_read %s with grep shows them whole]", out.ClampedLines, sh.opts.MaxLine, sh.readArgs(c))
+		line("[%d line(s) longer than %d characters were clamped to their head and tail; shell_read %s shows them whole]", out.ClampedLines, sh.opts.MaxLine, sh.readArgs(c))
 	}
 
 	switch {
