@@ -9,6 +9,37 @@
 // client satisfies (client.FileStore), so they run host-side and every write
 // carries the If-Match of what was read.
 //
+// The shell tools (shell.go: shell_run, shell_input, shell_wait,
+// shell_read, shell_screen and session) work over Sessions, which
+// *client.Client satisfies. A Shell is the state of one agent (one MCP
+// connection): its default session, created on first use, and the ids of
+// the commands it ran. Each result is the output as limbsd cleans it, then
+// one fact block in brackets (exit code and signal, cwd, duration; or still
+// running, waiting for input, a pager or full-screen program and the input
+// that leaves it; exact byte ranges of a truncated output and the
+// shell_read call that returns the rest). Truncated output is rebuilt by
+// the tool from the raw stream (head and tail, cut at line boundaries), so
+// limbsd's own note, which names its HTTP route, never reaches the model.
+//
+// Yield policy: without a `yield`, shell_run waits DefaultYield(command)
+// seconds before answering "still running". Each simple command of the
+// text (split at newlines, ;, &&, ||, |, & and parentheses) is classified
+// by its first word(s), after assignments and wrappers (sudo, env, time,
+// nohup, nice, exec, command, timeout N); the slowest class wins:
+//
+//	quick    10 s   ls cat head tail grep rg find wc sed awk diff stat ps df du
+//	                echo pwd cd mkdir rm cp mv ...; git status/log/diff/show/
+//	                branch/..., go version/env/fmt, docker ps/images/logs, ...
+//	build    30 s   make, go build/test, cargo build/test, npm test, pytest, ...
+//	                and every program not listed (limbsd's own default)
+//	install 120 s   apt apt-get dnf yum apk brew conda curl wget rsync scp
+//	                rustup; git clone/fetch/pull, pip install, uv, poetry
+//	                install, npm install/ci, yarn, pnpm install, cargo install,
+//	                go get/install/mod, gem/bundle install, docker pull/build
+//
+// shell_input and shell_wait continue a command with its class's yield (10 s
+// when no command of the Shell runs).
+//
 // Results are text for the model plus the same facts as a struct. The text
 // never names HTTP routes, CLI commands or flags: it speaks of the tools
 // themselves. The package must never trust what the sandbox wrote (file
