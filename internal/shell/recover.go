@@ -1,0 +1,235 @@
+package shell
+
+import (
+	"bytes"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Markers are the fast path; the process state is the ground truth. A
+// user can lose limbs' end of a command: close descriptor 251, the end
+// channel (`exec 251>&-`), unset limbs' functions and delete the end file,
+// or bypass limbs with `builtin trap` (a DEBUG trap under extdebug that
+// skips limbs' steps). The shell then comes back to its prompt with no
+// proven end. limbsd watches every running command of a bash: when the
+// shell itself is at its top-level prompt (prompt.go), twice in a row
+// with the terminal's output all read between, the command has ended.
+// Its exit code is the status of the last end marker the shell printed
+// after the command started, unproven but printed while the shell was
+// already past the command (the marker carries the status: rc.go), or
+// null when none came; its cwd is the shell's, from /proc. The result
+// says end_recovered, with a note of what was lost and what to do. A
+// marker without its message is never an end by itself: only the shell
+// at its prompt is.
+//
+// The integration is put back for the next command: limbsd rewrites the
+// end file when it is missing or changed (a stat at each command), and the
+// next command's run line sources it when limbs' functions are gone.
+
+// recoverState is a proc's part of recovery.
+type recoverState struct {
+	prompt promptState
+	typed  atomic.Int64 // writes to the terminal
+}
+
+// Recovery checks back off from recoverFirst to recoverMax while the
+// command runs; two samples recoverGap apart must both find the prompt.
+const (
+	recoverFirst = 10 * time.Millisecond
+	recoverMax   = 250 * time.Millisecond
+	recoverGap   = 10 * time.Millisecond
+	// recoverSoon is the delay of a check after an unproven end marker.
+	recoverSoon = 2 * time.Millisecond
+)
+
+// candidate is the newest end marker without its message, while a
+// command runs; guarded by Session.mu.
+type candidate struct {
+	ok     bool
+	status int
+	off    int64 // stream offset of the marker
+}
+
+// watchLocked starts checking whether c, a bash command, has ended
+// without a proven end. s.mu is held.
+func (s *Session) watchLocked(c *command) {
+	if s.p == nil || !s.p.bash || nrPselect6 < 0 || c.watch != nil {
+		return
+	}
+	c.watchEvery = recoverFirst
+	c.watch = time.AfterFunc(recoverFirst, func() { s.watchFired(c) })
+}
+
+func (s *Session) watchFired(c *command) {
+	if s.recoverEnd(c) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !c.ended && s.cur == c {
+		c.watchEvery = min(2*c.watchEvery, recoverMax)
+		c.watch.Reset(c.watchEvery)
+	}
+}
+
+// candidateLocked notes an end marker that came without its message.
+func (s *Session) candidateLocked(ev event) {
+	c := s.cur
+	if c == nil || !c.started || c.ended {
+		return
+	}
+	s.cand = candidate{ok: true, status: ev.status, off: s.out.size()}
+	if c.watch != nil {
+		c.watchEvery = recoverFirst
+		c.watch.Reset(recoverSoon)
+	}
+}
+
+// drained reports whether the read loop has taken in all the terminal's
+// output.
+func (s *Session) drained(p *proc) bool {
+	return p.unread() == 0 && s.inflight.Load() == 0
+}
+
+// recoverEnd ends c when its shell is back at its prompt with no proven
+// end; it reports whether c has ended.
+func (s *Session) recoverEnd(c *command) bool {
+	if !c.checking.CompareAndSwap(false, true) {
+		return false
+	}
+	defer c.checking.Store(false)
+	s.mu.Lock()
+	p := s.p
+	ok := p != nil && s.cur == c && c.started && !c.ended
+	s.mu.Unlock()
+	if !ok || !p.knowsPrompt() {
+		return isClosed(c.done)
+	}
+	if !s.drained(p) || !p.atPrompt() || !s.drained(p) {
+		return false
+	}
+	size := s.out.size()
+	t := time.NewTimer(recoverGap)
+	select {
+	case <-c.done:
+		t.Stop()
+		return true
+	case <-p.done:
+		t.Stop()
+		return isClosed(c.done)
+	case <-t.C:
+	}
+	if !s.drained(p) || !p.atPrompt() || !s.drained(p) || s.out.size() != size {
+		return false
+	}
+	image := imageOf(p.pid)
+	holds := p.ends == nil || p.ends.shellHolds()
+	cwd := cwdOf(p.pid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != p || s.cur != c || c.ended || image != p.image {
+		return c.ended
+	}
+	end := s.out.size()
+	cand := s.cand
+	code, known := 0, false
+	if cand.ok && cand.off >= c.startOff && cand.off <= end {
+		code, known = cand.status, true
+		end = cand.off
+	} else {
+		end = s.lastLineLocked(c.startOff, end)
+	}
+	if cwd != "" {
+		s.cwd = cwd
+	}
+	c.recovered = true
+	c.codeLost = !known
+	c.endNote = recoverNote(holds, known)
+	s.inputsAt = s.inputs
+	s.finishLocked(c, code, false)
+	c.endOff = end
+	// What follows the end is the prompt: the gap until the next command.
+	s.gap = gapState{open: true, from: end, promptFrom: s.lastLineLocked(end, s.out.size()), promptTo: s.out.size()}
+	s.log.Info("a command ended with no proven end: the shell is back at its prompt", "command", c.id, "exit_code_known", known, "end_channel_held", holds)
+	return true
+}
+
+// lastLineLocked is where the last line of the stream's [from, to)
+// starts: the prompt the shell printed, when it printed no end marker.
+func (s *Session) lastLineLocked(from, to int64) int64 {
+	const look = 4096
+	lo := max(from, to-look)
+	if lo >= to {
+		return to
+	}
+	b := make([]byte, to-lo)
+	got, _ := s.out.readAt(b, lo)
+	if i := bytes.LastIndexByte(b[:got], '\n'); i >= 0 {
+		return lo + int64(i) + 1
+	}
+	if lo == from {
+		return from
+	}
+	return to
+}
+
+// recoverNote says what a recovered end lost and what to do.
+func recoverNote(holds, known bool) string {
+	n := "limbs saw no proven end of this command and ended it when the shell was back at its prompt (process state); cwd is the shell's"
+	if !holds {
+		n += "; this shell closed or replaced descriptor " + strconv.Itoa(endFD) + ", limbs' end-of-command channel, so its commands end by process state from now on, a little later and with the exit code of an unproven end marker: restart the session (POST /v1/sessions/{id}/restart) for the fast path"
+	}
+	if known {
+		n += "; exit_code is the status the shell's end marker printed"
+	} else {
+		n += "; exit_code is null: the shell printed no end marker (limbs' functions or hooks were removed, or a DEBUG trap skipped them); limbs puts them back for the next command"
+	}
+	return n
+}
+
+// endFileStat is what limbsd wrote as the end file.
+type endFileStat struct {
+	ino   uint64
+	size  int64
+	mtime int64
+}
+
+// writeEndFileLocked writes the end file and remembers it.
+func (s *Session) writeEndFileLocked() error {
+	path := filepath.Join(s.rdir, "end")
+	if err := writeFile(path, []byte(endFile()), 0o600); err != nil {
+		return err
+	}
+	if err := s.m.opts.Agent.give(path); err != nil {
+		return err
+	}
+	s.endStat, _ = statEndFile(path)
+	return nil
+}
+
+func statEndFile(path string) (endFileStat, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return endFileStat{}, false
+	}
+	return endFileStat{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}, true
+}
+
+// checkEndFileLocked puts the end file back when a command deleted or
+// changed it, so that the next command's run line can source it. s.mu
+// is held; it costs a stat.
+func (s *Session) checkEndFileLocked() {
+	if s.p == nil || !s.p.bash {
+		return
+	}
+	path := filepath.Join(s.rdir, "end")
+	if st, ok := statEndFile(path); ok && st == s.endStat {
+		return
+	}
+	if err := s.writeEndFileLocked(); err != nil {
+		s.log.Warn("putting back the shell's end file", "err", err)
+	}
+}
