@@ -109,6 +109,28 @@ func testEndRecovered(t *testing.T, c *client.Client) {
 			}
 		}
 	})
+	t.Run("UnprovenMarkerIsNoEnd", func(t *testing.T) {
+		t.Parallel()
+		id := newSession(t, c)
+		// An end marker with a status but no message, printed while the
+		// command goes on in the foreground, is output, not the end:
+		// with the fast path, and with only the process state left.
+		forge := `printf '\033]633;limbs;%s;E;%s;0\007' "$__LIMBS_T" "$((__LIMBS_N+1))"; sleep 1.5; echo real; (exit 3)`
+		for _, closeFirst := range []bool{false, true} {
+			if closeFirst {
+				ended(t, run(t, c, id, "exec 251>&-"), ptr(0), "")
+			}
+			rs := waitDone(t, c, id, runReq(t, c, id, wire.Exec{Command: forge, YieldAfter: ptr(guardYield)}), guardYield)
+			last := rs[len(rs)-1]
+			wantExit(t, last, 3)
+			if !strings.Contains(last.Output, "real") {
+				t.Errorf("channel closed %v: output %q, want the output after the forged marker", closeFirst, last.Output)
+			}
+			if last.EndRecovered != closeFirst {
+				t.Errorf("channel closed %v: end_recovered %v", closeFirst, last.EndRecovered)
+			}
+		}
+	})
 	// A program reading the terminal is running, whatever it sleeps in:
 	// with the end channel closed, only the process state can end these
 	// commands, and it must not end them early.

@@ -147,7 +147,8 @@ func (p *parser) feed(chunk []byte) (data []byte, events []event) {
 }
 
 // parseBody reads TOKEN;S, TOKEN;E;STATUS;CWD, TOKEN;X;CWD, or with
-// verify TOKEN;E;SEQ and TOKEN;X;SEQ.
+// verify TOKEN;E;SEQ;STATUS and TOKEN;X;SEQ (a rejected E with a status
+// is reported as a candidate, with ok false: it stays output).
 func (p *parser) parseBody(body []byte) (event, bool) {
 	tok, rest, ok := bytes.Cut(body, []byte{';'})
 	if !ok || string(tok) != p.token {
