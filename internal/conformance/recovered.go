@@ -131,6 +131,21 @@ func testEndRecovered(t *testing.T, c *client.Client) {
 			}
 		}
 	})
+	t.Run("StdoutRedirected", func(t *testing.T) {
+		t.Parallel()
+		id := newSession(t, c)
+		// The shell's stdout elsewhere: its end markers never reach the
+		// terminal, but it still sends its ends on its channel.
+		run(t, c, id, "exec 7>&1 >/dev/null")
+		r := run(t, c, id, "cd /tmp; false")
+		ended(t, r, ptr(1), "/tmp")
+		if !r.EndRecovered {
+			t.Errorf("end_recovered false with the shell's stdout redirected")
+		}
+		run(t, c, id, "exec >&7 7>&-")
+		wantOutput(t, c, id, "echo back", "back\n")
+		checkIntegration(t, c, id)
+	})
 	// A program reading the terminal is running, whatever it sleeps in:
 	// with the end channel closed, only the process state can end these
 	// commands, and it must not end them early.

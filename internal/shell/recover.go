@@ -2,8 +2,10 @@ package shell
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -40,7 +42,11 @@ type recoverState struct {
 const (
 	recoverFirst = 10 * time.Millisecond
 	recoverMax   = 250 * time.Millisecond
-	recoverGap   = 10 * time.Millisecond
+	recoverGap   = 20 * time.Millisecond
+	// pendingChecks is how many checks in a row find the shell at its
+	// prompt with its end message sent and no marker before the message
+	// alone ends the command (the marker went elsewhere).
+	pendingChecks = 4
 	// recoverSoon is the delay of a check after an unproven end marker.
 	recoverSoon = 2 * time.Millisecond
 )
@@ -109,9 +115,11 @@ func (s *Session) recoverEnd(c *command) bool {
 		return isClosed(c.done)
 	}
 	if !s.drained(p) || !p.atPrompt() || !s.drained(p) {
+		c.pending = 0
 		return false
 	}
 	size := s.out.size()
+	ran, ranOK := runs(p.pid)
 	t := time.NewTimer(recoverGap)
 	select {
 	case <-c.done:
@@ -123,7 +131,21 @@ func (s *Session) recoverEnd(c *command) bool {
 	case <-t.C:
 	}
 	if !s.drained(p) || !p.atPrompt() || !s.drained(p) || s.out.size() != size {
+		c.pending = 0
 		return false
+	}
+	if now, ok := runs(p.pid); ranOK && (!ok || now != ran) {
+		// The shell woke up in between: whatever it printed may still be
+		// on its way.
+		return false
+	}
+	msg, proven := p.ends.pendingEnd()
+	if proven {
+		// The shell sent its end: the marker follows, unless it went
+		// elsewhere; then the message, the kernel's proof, ends it.
+		if c.pending++; c.pending < pendingChecks || !p.ends.takePending(msg) {
+			return false
+		}
 	}
 	image := imageOf(p.pid)
 	holds := p.ends == nil || p.ends.shellHolds()
@@ -136,10 +158,17 @@ func (s *Session) recoverEnd(c *command) bool {
 	end := s.out.size()
 	cand := s.cand
 	code, known := 0, false
-	if cand.ok && cand.off >= c.startOff && cand.off <= end {
+	switch {
+	case proven:
+		code, known = msg.status, true
+		if msg.cwd != "" {
+			cwd = msg.cwd
+		}
+		end = s.lastLineLocked(c.startOff, end)
+	case cand.ok && cand.off >= c.startOff && cand.off <= end:
 		code, known = cand.status, true
 		end = cand.off
-	} else {
+	default:
 		end = s.lastLineLocked(c.startOff, end)
 	}
 	if cwd != "" {
@@ -147,7 +176,7 @@ func (s *Session) recoverEnd(c *command) bool {
 	}
 	c.recovered = true
 	c.codeLost = !known
-	c.endNote = recoverNote(holds, known)
+	c.endNote = recoverNote(holds, known, proven)
 	s.inputsAt = s.inputs
 	s.finishLocked(c, code, false)
 	c.endOff = end
@@ -177,7 +206,10 @@ func (s *Session) lastLineLocked(from, to int64) int64 {
 }
 
 // recoverNote says what a recovered end lost and what to do.
-func recoverNote(holds, known bool) string {
+func recoverNote(holds, known, proven bool) string {
+	if proven {
+		return "the shell sent this command's end on descriptor " + strconv.Itoa(endFD) + " but its end marker never reached the terminal (was the shell's stdout redirected, as by exec >file?); limbs ended it when the shell was back at its prompt, with the exit code and cwd the shell sent; output after the command's own may be missing"
+	}
 	n := "limbs saw no proven end of this command and ended it when the shell was back at its prompt (process state); cwd is the shell's"
 	if !holds {
 		n += "; this shell closed or replaced descriptor " + strconv.Itoa(endFD) + ", limbs' end-of-command channel, so its commands end by process state from now on, a little later and with the exit code of an unproven end marker: restart the session (POST /v1/sessions/{id}/restart) for the fast path"
@@ -232,4 +264,46 @@ func (s *Session) checkEndFileLocked() {
 	if err := s.writeEndFileLocked(); err != nil {
 		s.log.Warn("putting back the shell's end file", "err", err)
 	}
+}
+
+// pendingEnd drains the channel and reports the shell's newest end
+// message whose marker has not been parsed: the shell sends it before it
+// prints the marker, so while it is there the proven end is on its way
+// (the terminal's output can lag in the kernel after the shell is asleep
+// again), or the marker was lost (the shell's stdout redirected).
+func (c *endChan) pendingEnd() (endMsg, bool) {
+	if c == nil {
+		return endMsg{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drainLocked(maxDrain, nil)
+	return c.last, c.have && c.last.kind == evEnd
+}
+
+// takePending consumes the message pendingEnd reported, when it is still
+// the newest.
+func (c *endChan) takePending(m endMsg) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.have || c.last != m {
+		return false
+	}
+	c.have = false
+	return true
+}
+
+// runs is how many times pid was scheduled (/proc/PID/schedstat); ok is
+// false when the kernel does not say.
+func runs(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[2], 10, 64)
+	return n, err == nil
 }

@@ -185,6 +185,7 @@ type command struct {
 	watch      *time.Timer
 	watchEvery time.Duration
 	checking   atomic.Bool
+	pending    int // checks in a row that found the end message without its marker
 	recovered  bool
 	codeLost   bool
 	endNote    string
