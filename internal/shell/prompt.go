@@ -35,6 +35,7 @@ type promptState struct {
 	mu      sync.Mutex
 	sps     []uint64
 	learns  int  // samples taken that found the prompt
+	tries   int  // learners started once a prompt was known
 	running bool // a learner is sampling
 	// first is closed when the learner of the first prompt is done.
 	first     chan struct{}
@@ -177,9 +178,14 @@ func (p *proc) learnPromptSoon(typed int64) {
 		return
 	}
 	p.prompt.mu.Lock()
-	if p.prompt.running || p.prompt.learns >= promptLearns {
+	// Once a prompt is known, a few more learners at most: commands
+	// typed back to back leave them no quiet prompt to sample.
+	if p.prompt.running || p.prompt.learns >= promptLearns || (len(p.prompt.sps) > 0 && p.prompt.tries >= promptLearns) {
 		p.prompt.mu.Unlock()
 		return
+	}
+	if len(p.prompt.sps) > 0 {
+		p.prompt.tries++
 	}
 	p.prompt.running = true
 	p.prompt.mu.Unlock()
