@@ -156,6 +156,7 @@ func testEndRecovered(t *testing.T, c *client.Client) {
 		{"Select", `select v in hello other; do echo "got=$v"; break; done`, "1\n", ""},
 		{"PythonInput", `python3 -c 'print("got=" + input())'`, "hello\n", "python3"},
 		{"ForegroundSleep", `sleep 2; echo got=hello`, "", ""},
+		{"Vim", `vim -u NONE -N -n; echo got=hello`, ":q!\r", "vim"},
 	} {
 		t.Run("NotEndedEarly"+tc.name, func(t *testing.T) {
 			t.Parallel()
