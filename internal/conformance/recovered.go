@@ -169,6 +169,11 @@ func testEndRecovered(t *testing.T, c *client.Client) {
 			if r.Status != wire.StatusRunning {
 				t.Fatalf("%s: status %q exit %v (output %q) before any input, want running", tc.cmd, r.Status, r.ExitCode, r.Output)
 			}
+			if strings.Contains(tc.cmd, "read") && !r.WaitingForInput {
+				// bash's own reads: read -e sleeps in pselect like the
+				// prompt does, at another depth.
+				t.Errorf("%s: waiting_for_input false, want true", tc.cmd)
+			}
 			if tc.input != "" {
 				var err error
 				r, err = c.Input(t.Context(), id, wire.Input{Text: tc.input, YieldAfter: ptr(guardYield)})

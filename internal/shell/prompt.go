@@ -161,6 +161,30 @@ func (p *proc) atPrompt() bool {
 	return false
 }
 
+// readlineInCommand reports, from the shell's /proc/PID/syscall fields
+// (asleep in select), whether it is readline called by a command (`read
+// -e`) rather than at the prompt: its sp is not a learned prompt's.
+func (p *proc) readlineInCommand(f []string) bool {
+	if len(f) != 9 || nrPselect6 < 0 || f[0] != strconv.Itoa(nrPselect6) {
+		return false
+	}
+	sp, err := strconv.ParseUint(strings.TrimPrefix(f[7], "0x"), 16, 64)
+	if err != nil {
+		return false
+	}
+	p.prompt.mu.Lock()
+	defer p.prompt.mu.Unlock()
+	if len(p.prompt.sps) == 0 {
+		return false
+	}
+	for _, v := range p.prompt.sps {
+		if v == sp {
+			return false
+		}
+	}
+	return true
+}
+
 // knowsPrompt reports whether an sp was learned for this shell.
 func (p *proc) knowsPrompt() bool {
 	p.prompt.mu.Lock()
