@@ -2,6 +2,8 @@ package shell
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,6 +37,7 @@ import (
 type recoverState struct {
 	prompt promptState
 	typed  atomic.Int64 // writes to the terminal
+	logged atomic.Bool  // a recovered end was logged at info level
 }
 
 // Recovery checks back off from recoverFirst to recoverMax while the
@@ -182,7 +185,11 @@ func (s *Session) recoverEnd(c *command) bool {
 	c.endOff = end
 	// What follows the end is the prompt: the gap until the next command.
 	s.gap = gapState{open: true, from: end, promptFrom: s.lastLineLocked(end, s.out.size()), promptTo: s.out.size()}
-	s.log.Info("a command ended with no proven end: the shell is back at its prompt", "command", c.id, "exit_code_known", known, "end_channel_held", holds)
+	lvl := slog.LevelDebug
+	if !p.logged.Swap(true) {
+		lvl = slog.LevelInfo // once per shell: later ones are alike
+	}
+	s.log.Log(context.Background(), lvl, "a command ended with no proven end: the shell is back at its prompt", "command", c.id, "exit_code_known", known, "proven_by_message", proven, "end_channel_held", holds)
 	return true
 }
 
