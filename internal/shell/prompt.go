@@ -163,9 +163,15 @@ func (p *proc) atPrompt() bool {
 
 // readlineInCommand reports, from the shell's /proc/PID/syscall fields
 // (asleep in select), whether it is readline called by a command (`read
-// -e`) rather than at the prompt: its sp is not a learned prompt's.
+// -e`) rather than at the prompt: its sp is not a learned prompt's, and
+// it still runs the image it started with (a shell that replaced it, exec
+// bash, has prompts of its own: replaced.go).
 func (p *proc) readlineInCommand(f []string) bool {
 	if len(f) != 9 || nrPselect6 < 0 || f[0] != strconv.Itoa(nrPselect6) {
+		return false
+	}
+	// p.image is written once, before ready is closed.
+	if !isClosed(p.ready) || p.image == "" || imageOf(p.pid) != p.image {
 		return false
 	}
 	sp, err := strconv.ParseUint(strings.TrimPrefix(f[7], "0x"), 16, 64)
