@@ -38,10 +38,18 @@ type recoverState struct {
 	prompt promptState
 	typed  atomic.Int64 // writes to the terminal
 	logged atomic.Bool  // a recovered end was logged at info level
+	// lost is set once a command of this shell ended with no proven end:
+	// its later commands are checked from recoverFirst on.
+	lost atomic.Bool
 }
 
-// Recovery checks back off from recoverFirst to recoverMax while the
-// command runs; two samples recoverGap apart must both find the prompt.
+// Recovery checks start at quietPeriod (with the await loop's own check
+// when output goes quiet: a timer no earlier than the ones every command
+// has costs the fast path no wake-up of the network poller), or at
+// recoverFirst in a shell that lost an end before, and back off to
+// recoverMax while the command runs; an end marker without its message
+// brings one on at once. Two samples recoverGap apart must both find the
+// prompt.
 const (
 	recoverFirst = 10 * time.Millisecond
 	recoverMax   = 250 * time.Millisecond
@@ -68,8 +76,12 @@ func (s *Session) watchLocked(c *command) {
 	if s.p == nil || !s.p.bash || nrPselect6 < 0 || c.watch != nil {
 		return
 	}
-	c.watchEvery = recoverFirst
-	c.watch = time.AfterFunc(recoverFirst, func() { s.watchFired(c) })
+	first := quietPeriod
+	if s.p.lost.Load() {
+		first = recoverFirst
+	}
+	c.watchEvery = first
+	c.watch = time.AfterFunc(first, func() { s.watchFired(c) })
 }
 
 func (s *Session) watchFired(c *command) {
@@ -177,6 +189,7 @@ func (s *Session) recoverEnd(c *command) bool {
 	if cwd != "" {
 		s.cwd = cwd
 	}
+	p.lost.Store(true)
 	c.recovered = true
 	c.codeLost = !known
 	c.endNote = recoverNote(holds, known, proven)
