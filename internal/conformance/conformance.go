@@ -55,6 +55,7 @@ func Run(t *testing.T, c *client.Client) {
 	t.Run("Hooks", func(t *testing.T) { testHooks(t, c) })
 	t.Run("ShellReplaced", func(t *testing.T) { testShellReplaced(t, c) })
 	t.Run("ExitWithBackgroundJob", func(t *testing.T) { testExitWithBackgroundJob(t, c) })
+	t.Run("EndRecovered", func(t *testing.T) { testEndRecovered(t, c) })
 	t.Run("Parallel50_slow", func(t *testing.T) { testParallelSessions(t, c) })
 }
 

@@ -108,11 +108,14 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	if s.cmdFile == nil {
 		s.cmdFile = newScratchFile(script, s.m.opts.Agent)
 	}
+	s.checkEndFileLocked()
+	p.learnIdle()
 	if err := s.cmdFile.write([]byte(text)); err != nil {
 		s.mu.Unlock()
 		return wire.Result{}, fmt.Errorf("writing the command file: %w", err)
 	}
 	s.cur = c
+	s.watchLocked(c)
 	if timeout > 0 {
 		c.timer = time.AfterFunc(timeout, func() { s.stop(c, wire.StatusTimeout) })
 	}
@@ -164,12 +167,18 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 				s.awaitReplaced(ctx, c)
 				return s.result(ctx, c, maxOut, false), nil
 			}
+			if s.recoverEnd(c) {
+				return s.result(ctx, c, maxOut, false), nil
+			}
 			return s.result(ctx, c, maxOut, s.waiting(c)), nil
 		case <-quiet.C:
 			d := s.untilQuiet(c)
 			if d <= 0 {
 				if s.recoverReplaced(c) {
 					s.awaitReplaced(ctx, c)
+					return s.result(ctx, c, maxOut, false), nil
+				}
+				if s.recoverEnd(c) {
 					return s.result(ctx, c, maxOut, false), nil
 				}
 				if s.waiting(c) {
@@ -275,6 +284,12 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 		if c.replaced {
 			r.ExitCode = nil
 			r.ShellReplaced = true
+		}
+		if c.recovered {
+			r.EndRecovered, r.EndNote = true, c.endNote
+			if c.codeLost {
+				r.ExitCode = nil
+			}
 		}
 		r.DurationMs = c.endAt.Sub(c.typedAt).Milliseconds()
 		r.OffsetStart = c.startOff

@@ -288,14 +288,14 @@ func (c *endChan) take(kind byte, seq []byte) (event, bool) {
 
 // noteUnverifiedLocked warns, once per shell, when a marker came without
 // its message because the shell no longer holds its end of the channel
-// (`exec 251>&-`): no command of that shell can end until it is restarted.
+// (`exec 251>&-`): its commands then end by process state (recover.go).
 func (c *endChan) noteUnverifiedLocked() {
 	if c.warned || c.log == nil {
 		return
 	}
 	if c.lost || !c.shellHolds() {
 		c.warned = true
-		c.log.Warn("the shell closed its end-of-command channel (descriptor "+strconv.Itoa(endFD)+"); its commands can no longer end: restart the session", "shell_pid", c.pid)
+		c.log.Warn("the shell closed its end-of-command channel (descriptor "+strconv.Itoa(endFD)+"); its commands end by process state from now on (end_recovered): restart the session for the fast path", "shell_pid", c.pid)
 	}
 }
 

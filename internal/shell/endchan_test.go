@@ -92,24 +92,28 @@ func TestEndChanBackstopDrainsAFlood(t *testing.T) {
 }
 
 // TestEndChannelClosedByShell: a shell that closes its end of the channel
-// can end no command any more (the process-state recovery of issue 10 is
-// not there yet); it says so, and a restart brings a working shell.
+// has its commands ended by process state (recover.go), with the exit code
+// of the unproven end marker and a note naming the descriptor; a restart
+// brings back the fast path.
 func TestEndChannelClosedByShell(t *testing.T) {
 	m := newTestManager(t)
 	s := newTestSession(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := s.Exec(ctx, wire.Exec{Command: "exec 251>&-", YieldAfter: f(1)})
+	r, err := s.Exec(ctx, wire.Exec{Command: "exec 251>&-", YieldAfter: f(10)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != wire.StatusRunning || !strings.Contains(r.Output, "closed descriptor 251") {
-		t.Fatalf("after exec 251>&-: status %q output %q; want running, with the reason", r.Status, r.Output)
+	if r.Status != wire.StatusExited || r.Output != "" || deref(r.ExitCode) != 0 || !r.EndRecovered || !strings.Contains(r.EndNote, "descriptor 251") {
+		t.Fatalf("after exec 251>&-: status %q exit %v output %q recovered %v note %q; want exited 0, no output, end_recovered with a note naming descriptor 251", r.Status, deref(r.ExitCode), r.Output, r.EndRecovered, r.EndNote)
+	}
+	if r := run(t, s, "echo ok; (exit 4)"); r.Output != "ok\n" || deref(r.ExitCode) != 4 || !r.EndRecovered {
+		t.Fatalf("after exec 251>&-: output %q exit %v recovered %v", r.Output, deref(r.ExitCode), r.EndRecovered)
 	}
 	if _, err := s.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := run(t, s, "echo ok; (exit 4)"); r.Output != "ok\n" || deref(r.ExitCode) != 4 {
-		t.Fatalf("after restart: output %q exit %v", r.Output, deref(r.ExitCode))
+	if r := run(t, s, "echo ok; (exit 4)"); r.Output != "ok\n" || deref(r.ExitCode) != 4 || r.EndRecovered {
+		t.Fatalf("after restart: output %q exit %v recovered %v", r.Output, deref(r.ExitCode), r.EndRecovered)
 	}
 }

@@ -16,15 +16,17 @@ import (
 //
 // A bash shell proves its end and exit markers on its end-of-command
 // channel (endchan.go), and prints E and X with the SEQ of that message
-// instead of the status and cwd, which come from the message:
+// instead of the cwd, which comes from the message (E also carries the
+// status, which counts only when the message is lost: recover.go):
 //
-//	ESC ] 633 ; limbs ; TOKEN ; E ; SEQ BEL
+//	ESC ] 633 ; limbs ; TOKEN ; E ; SEQ ; STATUS BEL
 //	ESC ] 633 ; limbs ; TOKEN ; X ; SEQ BEL
 //
 // A sequence with another token, or an E or X that the parser's verify
 // rejects, is output like any other (the token is no secret from the
-// command's own processes, which can read the shell's memory). Markers
-// never reach the stream.
+// command's own processes, which can read the shell's memory); a rejected
+// E is also reported as a candidate end (evCandidate), which ends nothing
+// unless the shell is at its prompt. Markers never reach the stream.
 const markerPrefix = "\x1b]633;limbs;"
 
 // maxMarker bounds a marker's length; longer sequences are output.
@@ -34,6 +36,9 @@ const (
 	evStart = 'S'
 	evEnd   = 'E'
 	evExit  = 'X'
+	// evCandidate is an E marker whose message did not come: its bytes
+	// stay in the output.
+	evCandidate = 'e'
 )
 
 type event struct {
@@ -116,6 +121,14 @@ func (p *parser) feed(chunk []byte) (data []byte, events []event) {
 		ev, ok := p.parseBody(body)
 		seqEnd := j + len(markerPrefix) + bel + 1
 		if !ok {
+			if ev.kind == evCandidate {
+				// Where the marker starts in the returned data.
+				ev.pos = j
+				if cut {
+					ev.pos = len(out) + j - last
+				}
+				events = append(events, ev)
+			}
 			i = seqEnd
 			continue
 		}
@@ -134,7 +147,8 @@ func (p *parser) feed(chunk []byte) (data []byte, events []event) {
 }
 
 // parseBody reads TOKEN;S, TOKEN;E;STATUS;CWD, TOKEN;X;CWD, or with
-// verify TOKEN;E;SEQ and TOKEN;X;SEQ.
+// verify TOKEN;E;SEQ;STATUS and TOKEN;X;SEQ (a rejected E with a status
+// is reported as a candidate, with ok false: it stays output).
 func (p *parser) parseBody(body []byte) (event, bool) {
 	tok, rest, ok := bytes.Cut(body, []byte{';'})
 	if !ok || string(tok) != p.token {
@@ -142,7 +156,14 @@ func (p *parser) parseBody(body []byte) (event, bool) {
 	}
 	kind, rest, _ := bytes.Cut(rest, []byte{';'})
 	if p.verify != nil && (string(kind) == "E" || string(kind) == "X") {
-		return p.verify(kind[0], rest)
+		seq, st, _ := bytes.Cut(rest, []byte{';'})
+		if ev, ok := p.verify(kind[0], seq); ok {
+			return ev, true
+		}
+		if n, err := strconv.Atoi(string(st)); err == nil && kind[0] == 'E' && isDigits(seq) && n >= 0 && n < 256 {
+			return event{kind: evCandidate, status: n}, false
+		}
+		return event{}, false
 	}
 	switch string(kind) {
 	case "S":

@@ -169,3 +169,29 @@ func TestUnfinishedTail(t *testing.T) {
 		}
 	}
 }
+
+// TestParserCandidateEnd: an E marker with a status whose message did not
+// come stays output, and is reported where it starts as a candidate end
+// (recover.go); a proven one is cut out as before.
+func TestParserCandidateEnd(t *testing.T) {
+	start := "\x1b]633;limbs;" + tok + ";S\a"
+	mark := func(seq, st string) string { return "\x1b]633;limbs;" + tok + ";E;" + seq + ";" + st + "\a" }
+	in := start + "ab" + mark("5", "9") + "cd" + mark("7", "3") + "ef" + mark("6", "") + mark("8", "x")
+	for _, split := range []int{0, 3, len(start) + 5, len(in) - 4} {
+		p := newParser(tok)
+		p.verify = verifySeven
+		chunks := [][]byte{[]byte(in)}
+		if split > 0 {
+			chunks = [][]byte{[]byte(in[:split]), []byte(in[split:])}
+		}
+		data, evs := parseWith(p, chunks)
+		wantData := "ab" + mark("5", "9") + "cdef" + mark("6", "") + mark("8", "x")
+		if string(data) != wantData {
+			t.Errorf("split %d: data %q, want %q", split, data, wantData)
+		}
+		want := []event{{kind: evStart}, {kind: evCandidate, status: 9, pos: 2}, {kind: evEnd, status: 3, cwd: "/real", pos: 2 + len(mark("5", "9")) + 2}}
+		if diff := cmp.Diff(want, evs, cmp.AllowUnexported(event{})); diff != "" {
+			t.Errorf("split %d: events (-want +got):\n%s", split, diff)
+		}
+	}
+}

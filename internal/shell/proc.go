@@ -33,6 +33,8 @@ type proc struct {
 	image  string        // imageOf the shell at its first prompt (s.mu)
 	ends   *endChan      // bash: the channel that proves its end markers
 	reaper               // see kill.go
+
+	recoverState // see recover.go
 }
 
 // findShell picks the shell: the requested one, else bash, else sh.

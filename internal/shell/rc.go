@@ -121,9 +121,8 @@ __limbs_z() {
 		case $p in *[$'\a\e\n']*) p= ;; esac
 		(( ${#p} > 1000 )) && p=
 		((++__LIMBS_N))
-		builtin printf 'E %s %s %s' "$__LIMBS_N" "$__limbs_s" "$p" >&@FD@ ||
-			builtin printf 'limbs: this shell closed descriptor @FD@, which limbs needs to see a command end; restart the session\n'
-		builtin printf '\e]633;limbs;%s;E;%s\a' "$__LIMBS_T" "$__LIMBS_N"
+		builtin printf 'E %s %s %s' "$__LIMBS_N" "$__limbs_s" "$p" >&@FD@ 2>/dev/null
+		builtin printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$__LIMBS_N" "$__limbs_s"
 		__LIMBS_DONE=1
 		# Saved after the end marker, off the result's path (export -p
 		# writes a line per system call); the shell reads the next command
@@ -164,9 +163,8 @@ __limbs_prompt() {
 	((++__LIMBS_N))
 	# The message first, from this very process (limbsd checks its pid),
 	# then the marker that says where the output ends.
-	builtin printf 'E %s %s %s' "$__LIMBS_N" "$s" "$p" >&@FD@ ||
-		builtin printf 'limbs: this shell closed descriptor @FD@, which limbs needs to see a command end; restart the session\n'
-	builtin printf '\e]633;limbs;%s;E;%s\a' "$__LIMBS_T" "$__LIMBS_N"
+	builtin printf 'E %s %s %s' "$__LIMBS_N" "$s" "$p" >&@FD@ 2>/dev/null
+	builtin printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$__LIMBS_N" "$s"
 	{ builtin export -p; builtin echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env" 2>/dev/null
 }
 __limbs_exit() {

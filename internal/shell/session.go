@@ -111,6 +111,13 @@ type Session struct {
 	// saved its environment (output after the marker: the prompt, or any
 	// other marker); see envSavedLocked.
 	saving chan struct{}
+	// cand is the running command's newest end marker without its
+	// message, and endStat the end file as limbsd wrote it (recover.go).
+	cand    candidate
+	endStat endFileStat
+	// inflight counts chunks read from the terminal and not yet taken
+	// in (recover.go).
+	inflight atomic.Int64
 
 	emuMu   sync.Mutex
 	emu     emulator
@@ -172,6 +179,16 @@ type command struct {
 	timer    *time.Timer
 	done     chan struct{}
 	logState
+
+	// Recovery (recover.go): the watch timer and its period, whether a
+	// check runs, and whether the command ended with no proven end.
+	watch      *time.Timer
+	watchEvery time.Duration
+	checking   atomic.Bool
+	pending    int // checks in a row that found the end message without its marker
+	recovered  bool
+	codeLost   bool
+	endNote    string
 }
 
 // logState is what a command's log file holds (guarded by logMu). When
@@ -241,6 +258,9 @@ func (s *Session) shell(ctx context.Context) (*proc, error) {
 	defer t.Stop()
 	select {
 	case <-p.ready:
+		// The first prompt is sampled before anything is typed into it
+		// (prompt.go); it takes a few milliseconds, once per shell.
+		p.awaitFirstPrompt()
 		return p, nil
 	case <-p.done:
 		s.mu.Lock()
@@ -298,11 +318,7 @@ func (s *Session) startLocked() (*proc, error) {
 		return nil, fmt.Errorf("writing the shell's rc file: %w", err)
 	}
 	if bash {
-		endPath := filepath.Join(s.rdir, "end")
-		if err := writeFile(endPath, []byte(endFile()), 0o600); err != nil {
-			return nil, fmt.Errorf("writing the shell's end file: %w", err)
-		}
-		if err := s.m.opts.Agent.give(endPath); err != nil {
+		if err := s.writeEndFileLocked(); err != nil {
 			return nil, fmt.Errorf("writing the shell's end file: %w", err)
 		}
 	}
@@ -347,6 +363,7 @@ func (s *Session) startLocked() (*proc, error) {
 func (s *Session) write(p *proc, b []byte) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	p.typed.Add(1) // before the shell can see it: prompt.go
 	_, err := p.ptmx.Write(b)
 	return err
 }
@@ -360,7 +377,11 @@ func (s *Session) readLoop(p *proc, ps *parser) {
 		n, err = s.readPTY(rc, buf)
 		// A command that ended has a caller waiting: it answers before
 		// the loop reads on (with one scheduler thread it would wait).
-		if n > 0 && s.ingest(p, ps, buf[:n]) {
+		ended := n > 0 && s.ingest(p, ps, buf[:n])
+		if n > 0 {
+			s.inflight.Add(-1)
+		}
+		if ended {
 			goruntime.Gosched()
 		}
 	}
@@ -391,6 +412,9 @@ func (s *Session) readPTY(rc syscall.RawConn, buf []byte) (int, error) {
 	err := rc.Read(func(fd uintptr) bool {
 		for {
 			n, errno = syscall.Read(int(fd), buf)
+			if n > 0 {
+				s.inflight.Add(1)
+			}
 			switch errno {
 			case syscall.EINTR:
 				continue
@@ -429,6 +453,13 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) (ended bool) {
 		} else {
 			s.noteStartup(data[pos:ev.pos])
 		}
+		if ev.kind == evCandidate {
+			// An end marker without its message: output, and an end only
+			// once the shell is at its prompt (recover.go).
+			pos = ev.pos
+			s.candidateLocked(ev)
+			continue
+		}
 		if ev.pos > pos || ev.kind != evEnd {
 			s.envSavedLocked()
 		}
@@ -438,6 +469,9 @@ func (s *Session) ingest(p *proc, ps *parser, chunk []byte) (ended bool) {
 			s.gapStartLocked()
 		}
 		ended = ended || ev.kind != evStart
+		if ev.kind == evEnd {
+			p.learnPromptSoon(p.typed.Load())
+		}
 		if !ready && ev.kind == evEnd {
 			ready = true
 			if p.rc != "" {
@@ -536,9 +570,11 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 			// A person typed a command on an attached terminal.
 			c = s.newCommandLocked("")
 			s.cur = c
+			s.watchLocked(c)
 		}
 		if !c.started {
 			s.inputsAt = s.inputs
+			s.cand = candidate{}
 			s.gapEndLocked(c)
 			if c.text != "" {
 				s.out.append(echoOf(c.text))
@@ -627,6 +663,10 @@ func (s *Session) finishLocked(c *command, code int, shellEnd bool) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	if c.watch != nil {
+		c.watch.Stop()
+	}
+	s.cand = candidate{}
 	s.pendingLogs = append(s.pendingLogs, c)
 	if s.cur == c {
 		s.cur = nil

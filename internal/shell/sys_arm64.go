@@ -13,3 +13,6 @@ func sysKind(nr int64) syscallKind {
 	}
 	return sysOther
 }
+
+// nrPselect6 is the system call readline sleeps in at a prompt.
+const nrPselect6 = 72

@@ -64,7 +64,7 @@ func (p *proc) sleepsOnTerminal(pid int, prompt bool) bool {
 	case sysRead:
 		return p.isTerminalFD(dir, int(arg(0)))
 	case sysSelect:
-		if pid == p.pid && p.bash && !prompt {
+		if pid == p.pid && p.bash && !prompt && !p.readlineInCommand(f) {
 			// bash itself in pselect is readline at the prompt: the
 			// command has ended and its end marker is on its way.
 			return false

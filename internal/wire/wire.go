@@ -137,6 +137,16 @@ type Result struct {
 	// left; exit_code is then null (the command never returned), and
 	// shell_exited is true.
 	ShellReplaced bool `json:"shell_replaced,omitempty"`
+	// EndRecovered is an extension: the shell came back to its prompt
+	// with no proven end of the command (its end marker or its message on
+	// the end channel was lost: the user closed descriptor 251, removed
+	// limbs' functions, or a trap skipped them), and limbsd ended the
+	// command from the process state; exit_code is then the status the
+	// shell's unproven end marker printed, or null when it printed none,
+	// and cwd is the shell's from /proc. EndNote says what was lost and
+	// what to do.
+	EndRecovered bool   `json:"end_recovered,omitempty"`
+	EndNote      string `json:"end_note,omitempty"`
 	// ChunkStart is an extension: the stream offset where this result's
 	// output begins (offset_start is where the command's output begins;
 	// a running result returns only what is new).
