@@ -23,7 +23,8 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 		Session: c.session, Command: r.CommandID, Status: r.Status, ExitCode: r.ExitCode,
 		Cwd: r.Cwd, DurationMs: r.DurationMs, WaitingForInput: r.WaitingForInput, EchoOff: r.EchoOff,
 		BackgroundOutput: r.BackgroundOutput, ShellExited: r.ShellExited, ShellReplaced: r.ShellReplaced,
-		OutputBytes: r.OffsetEnd - r.OffsetStart,
+		EndRecovered: r.EndRecovered,
+		OutputBytes:  r.OffsetEnd - r.OffsetStart,
 	}
 	if r.CommandID == "" {
 		out.Status = "idle"
@@ -140,6 +141,9 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 			line("[the command replaced the shell with another shell, so it has no exit code; a fresh shell now runs in %s with the exported environment saved before the command; unexported variables, functions, aliases and background jobs are gone]", r.Cwd)
 		case r.ShellExited:
 			line("[the shell itself exited during the command; a fresh shell now runs in %s with the old exported environment; unexported variables, functions, aliases and background jobs are gone]", r.Cwd)
+		}
+		if r.EndRecovered {
+			line("[%s]", recoveredWords(r))
 		}
 	}
 
@@ -532,4 +536,18 @@ func (sh *Shell) commandOf(c *cmdState) string {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return c.command
+}
+
+// recoveredWords explains an end limbsd read from the shell's process
+// state instead of its end marker, in the tool's words (limbsd's note names
+// its HTTP routes).
+func recoveredWords(r wire.Result) string {
+	w := "the shell's end-of-command hooks did not report this command, so its end was read from the shell's process state (back at its prompt)"
+	if r.ExitCode == nil {
+		w += "; its exit code is unknown"
+	}
+	if strings.Contains(r.EndNote, "descriptor 251") {
+		w += "; the shell closed the descriptor limbs needs for exact ends: session action=restart gives a fresh shell"
+	}
+	return w
 }

@@ -74,3 +74,25 @@ func TestUnseenAndMissing(t *testing.T) {
 		t.Errorf("structured: unseen %v missing %v", out.Unseen, out.Missing)
 	}
 }
+
+// TestRecoveredEndWords: an end limbsd read from process state is told in
+// the tool's words; limbsd's note (which names an HTTP route) is not.
+func TestRecoveredEndWords(t *testing.T) {
+	s := &scripted{results: []wire.Result{
+		{CommandID: "c_1", Status: wire.StatusExited, Output: "x\n", OffsetStart: 0, ChunkStart: 0, OffsetEnd: 2, Cwd: "/w",
+			EndRecovered: true, EndNote: "limbs saw no proven end ...: this shell closed or replaced descriptor 251 ...: restart the session (POST /v1/sessions/{id}/restart) for the fast path"},
+	}}
+	sh := NewShell(s, ShellOptions{})
+	r, err := sh.Run(context.Background(), RunInput{Command: "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"read from the shell's process state", "exit code is unknown", "session action=restart"} {
+		if !strings.Contains(r.Text, want) {
+			t.Errorf("text lacks %q:\n%s", want, r.Text)
+		}
+	}
+	if strings.Contains(r.Text, "/v1/") || !r.Out.EndRecovered {
+		t.Errorf("text names a route, or the structured result lacks end_recovered:\n%s", r.Text)
+	}
+}

@@ -214,9 +214,12 @@ type ShellOutput struct {
 	BackgroundOutput string      `json:"background_output,omitempty"`
 	ShellExited      bool        `json:"shell_exited,omitempty"`
 	ShellReplaced    bool        `json:"shell_replaced,omitempty"`
-	YieldSeconds     float64     `json:"yield_seconds,omitempty"`
-	YieldClass       YieldClass  `json:"yield_class,omitempty"`
-	Timeout          float64     `json:"timeout,omitempty"`
+	// EndRecovered: the end was read from the shell's process state, not
+	// its hooks (see the text for why); ExitCode may then be unknown.
+	EndRecovered bool       `json:"end_recovered,omitempty"`
+	YieldSeconds float64    `json:"yield_seconds,omitempty"`
+	YieldClass   YieldClass `json:"yield_class,omitempty"`
+	Timeout      float64    `json:"timeout,omitempty"`
 }
 
 // WaitOutput is the structured result of shell_wait: one ShellOutput per
