@@ -200,7 +200,7 @@ trap() {
 	# the call only, as for the builtin), and the builtin's errors to
 	# the caller's stderr (250).
 	{
-		local __limbs_t=("$@") __limbs_q __limbs_w=() __limbs_n=() __limbs_e= __limbs_r=0
+		local __limbs_t=("$@") __limbs_q __limbs_d=() __limbs_re=() __limbs_e=() __limbs_n=() __limbs_r=0 __limbs_k=
 		if [[ ${__limbs_t[0]-} == -- ]]; then
 			__limbs_t=("${__limbs_t[@]:1}")
 		elif [[ ${__limbs_t[0]-} == -?* ]]; then
@@ -209,33 +209,52 @@ trap() {
 		# trap SIG resets SIG.
 		(( ${#__limbs_t[@]} != 1 )) || [[ -z ${__limbs_t[0]} ]] || __limbs_t=(- "${__limbs_t[0]}")
 		if (( ${#__limbs_t[@]} >= 2 )) && [[ ${__limbs_t[0]} == *[!0-9]* || -z ${__limbs_t[0]} ]]; then
+			__limbs_k=1
 			for __limbs_q in "${__limbs_t[@]:1}"; do
 				case ${__limbs_q^^} in
-				ERR) __limbs_e=1 __limbs_w+=("$__limbs_q") ;;
-				DEBUG|RETURN) __limbs_w+=("$__limbs_q") ;;
+				DEBUG) __limbs_d+=("$__limbs_q") ;;
+				RETURN) __limbs_re+=("$__limbs_q") ;;
+				ERR) __limbs_e+=("$__limbs_q") ;;
 				*) __limbs_n+=("$__limbs_q") ;;
 				esac
 			done
 		fi
-		[[ -z $__limbs_e || ${__limbs_t[0]} == - ]] || __limbs_er=
-		if [[ -n $__limbs_e && ${__limbs_t[0]} == - && $- != *E* ]] && __limbs_top; then
-			# bash puts back on return the ERR trap a function without
-			# errtrace resets: ignore it now, reset it at the end of
-			# the command (runLine).
-			builtin trap -- '' ERR
-			__limbs_er=1
-			__limbs_n+=("${__limbs_w[@]}")
-			__limbs_w=()
-			builtin trap - "${__limbs_n[@]}" 2>&250 || __limbs_r=$?
-		elif (( ${#__limbs_w[@]} )) && [[ -n ${__limbs_t[0]} && ${__limbs_t[0]} != - ]]; then
-			builtin trap -- '{ case ${FUNCNAME-}:${BASH_SOURCE-}:$BASH_COMMAND in trap:*|*__limbs_*|*__LIMBS_*|*:"$__LZ":*|*'\''. "$__L"'\''|*'\''. "$__LZ"'\'') ;; *) {
+		if [[ -z $__limbs_k || -z ${__limbs_t[0]} ]]; then
+			builtin trap "$@" 2>&250 || __limbs_r=$?
+			[[ -z $__limbs_k || ${#__limbs_e[@]} == 0 ]] || __limbs_er=
+		elif [[ ${__limbs_t[0]} == - ]]; then
+			if (( ${#__limbs_e[@]} )) && [[ $- != *E* ]] && __limbs_top; then
+				# bash puts back on return the ERR trap a function without
+				# errtrace resets: ignore it now, reset it at the end of
+				# the command (runLine).
+				builtin trap -- '' "${__limbs_e[@]}" 2>&250 || __limbs_r=$?
+				__limbs_er=1 __limbs_e=()
+			fi
+			__limbs_n+=("${__limbs_d[@]}" "${__limbs_re[@]}" "${__limbs_e[@]}")
+			if (( ${#__limbs_n[@]} )); then
+				builtin trap - "${__limbs_n[@]}" 2>&250 || __limbs_r=$?
+			fi
+		else
+			# The wrapped action skips limbs' steps. A RETURN or ERR
+			# action sets __limbs_in while its test runs (in a
+			# redirection, which fires no DEBUG trap), so that a DEBUG
+			# trap skips the test too, and clears it before the
+			# user's text.
+			(( ${#__limbs_e[@]} == 0 )) || __limbs_er=
+			if (( ${#__limbs_d[@]} )); then
+				builtin trap -- '{ case ${__limbs_in:-0}:${FUNCNAME-}:${BASH_SOURCE-}:$BASH_COMMAND${__L:0:$((__limbs_in=0,0))} in 1:*|?:trap:*|?:bind:*|*__limbs_*|*__LIMBS_*|*:"$__LZ":*|*'\''. "$__L"'\''|*'\''. "$__LZ"'\'') ;; *) {
 '"${__limbs_t[0]}"'
-} 2>&250 250>&- ;; esac; } 250>&2 2>/dev/null' "${__limbs_w[@]}" 2>&250 || __limbs_r=$?
+} 2>&250 250>&- ;; esac; } 250>&2 2>/dev/null' "${__limbs_d[@]}" 2>&250 || __limbs_r=$?
+			fi
+			__limbs_re+=("${__limbs_e[@]}")
+			if (( ${#__limbs_re[@]} )); then
+				builtin trap -- '{ case ${FUNCNAME-}:${BASH_SOURCE-}:$BASH_COMMAND${__L:0:$((__limbs_in=0,0))} in trap:*|bind:*|*__limbs_*|*__LIMBS_*|*:"$__LZ":*|*'\''. "$__L"'\''|*'\''. "$__LZ"'\'') ;; *) {
+'"${__limbs_t[0]}"'
+} 2>&250 250>&- ;; esac; } 250>&2 2>/dev/null${__L:0:$((__limbs_in=1,0))}' "${__limbs_re[@]}" 2>&250 || __limbs_r=$?
+			fi
 			if (( ${#__limbs_n[@]} )); then
 				builtin trap -- "${__limbs_t[0]}" "${__limbs_n[@]}" 2>&250 || __limbs_r=$?
 			fi
-		else
-			builtin trap "$@" 2>&250 || __limbs_r=$?
 		fi
 		return "$__limbs_r"
 	} 250>&2 2>/dev/null
