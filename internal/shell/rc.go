@@ -150,25 +150,32 @@ __limbs_z() {
 		{ builtin export -p; builtin echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env"
 	fi
 	builtin unset __limbs_x __limbs_s
-	builtin declare -F __limbs_a __limbs_b __limbs_top __limbs_prompt __limbs_exit trap 1>&2 || . "$__LZ"
-	if (( BASH_VERSINFO[0] >= 5 )); then
-		builtin bind -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
-		builtin bind '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
-	else
-		builtin bind '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
-	fi
-	builtin bind '"\C-x\C-b": accept-line'
-	if [[ $SHELLOPTS == *vi* ]]; then
-		if (( BASH_VERSINFO[0] >= 5 )); then
-			builtin bind -m vi-insert -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
-			builtin bind -m vi-insert '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
-		else
-			builtin bind -m vi-insert '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
-		fi
-		builtin bind -m vi-insert '"\C-x\C-b": accept-line'
-	fi
+	builtin declare -F __limbs_a __limbs_b __limbs_top __limbs_keys __limbs_prompt __limbs_exit trap bind 1>&2 || . "$__LZ"
+	# The keys only when a bind may have changed them (the bind wrapper,
+	# the end file sourced): a bind call costs as much as the rest.
+	[[ -z ${__limbs_kd-} ]] || __limbs_keys
 	[[ ${PS0-} == *"$__LIMBS_S"* ]] || PS0=$__LIMBS_S${PS0-}
 	[[ ${PROMPT_COMMAND-} == *__limbs_prompt* ]] || PROMPT_COMMAND="{ __limbs_prompt; } 2>/dev/null${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
+}
+# __limbs_keys binds the keys limbs types, in the emacs and the vi-insert
+# keymaps whatever the editing mode (set -o vi needs no new binding).
+__limbs_keys() {
+	__limbs_kd=
+	local m
+	for m in emacs vi-insert; do
+		if (( BASH_VERSINFO[0] >= 5 )); then
+			builtin bind -m "$m" -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
+			builtin bind -m "$m" '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
+		else
+			builtin bind -m "$m" '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
+		fi
+		builtin bind -m "$m" '"\C-x\C-b": accept-line'
+	done
+}
+# bind marks the keys for __limbs_z to bind again; like trap, it writes
+# its own trace to /dev/null. A builtin bind bypasses it.
+bind() {
+	{ __limbs_kd=1; builtin bind "$@" 2>&250; } 250>&2 2>/dev/null
 }
 __limbs_prompt() {
 	local s=$? p=$PWD
@@ -270,6 +277,7 @@ __limbs_top() {
 # The trace attribute keeps a DEBUG or RETURN trap set by the function
 # after it returns (bash puts back the caller's otherwise).
 builtin declare -ft trap
+__limbs_kd=1
 if [[ -n ${__limbs_s+x} ]]; then
 	__limbs_z
 fi
