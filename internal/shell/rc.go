@@ -100,9 +100,10 @@ trap __limbs_exit EXIT
 const runLine = ` { __limbs_a; } 2>/dev/null; . "$__L"; { __limbs_s=$?; __limbs_z || . "$__LZ"; ${__limbs_er:+builtin trap - ERR}; } 2>/dev/null`
 
 // cmdPrefix starts the command file, on its first line so that LINENO
-// stays the user's: functrace and xtrace back as the shell had them (in a
-// function: a DEBUG trap skips what names limbs).
-const cmdPrefix = `{ __limbs_b; } 2>/dev/null; `
+// stays the user's: functrace and xtrace back as the shell had them. Each
+// step names __limbs_ (a DEBUG trap skips it); no function call, so that
+// __limbs_z has one function fewer to check.
+const cmdPrefix = `{ [[ ${__limbs_x-} == *T* ]] || ${__limbs_q-}builtin set +T; [[ ${__limbs_x-} != *x* ]] || ${__limbs_q-}builtin set -x; } 2>/dev/null; `
 
 func endFile() string {
 	return strings.ReplaceAll(endFileText, "@FD@", strconv.Itoa(endFD))
@@ -129,10 +130,6 @@ const endFileText = `__limbs_a() {
 	__limbs_x=$- __limbs_er=
 	set +x -T
 }
-__limbs_b() {
-	[[ ${__limbs_x-} == *T* ]] || set +T
-	[[ ${__limbs_x-} != *x* ]] || set -x
-}
 __limbs_z() {
 	if [[ -n ${__limbs_s+x} ]]; then
 		local p=$PWD
@@ -150,27 +147,27 @@ __limbs_z() {
 		{ builtin export -p; builtin echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env"
 	fi
 	builtin unset __limbs_x __limbs_s
-	builtin declare -F __limbs_a __limbs_b __limbs_top __limbs_keys __limbs_prompt __limbs_exit trap bind 1>&2 || . "$__LZ"
-	# The keys only when a bind may have changed them (the bind wrapper,
-	# the end file sourced): a bind call costs as much as the rest.
-	[[ -z ${__limbs_kd-} ]] || __limbs_keys
+	# One line written per name: as few functions as can be.
+	builtin declare -F __limbs_a __limbs_prompt __limbs_exit trap bind 1>&2 || . "$__LZ"
+	# The keys limbs types, in the emacs and the vi-insert keymaps
+	# whatever the editing mode (set -o vi needs no new binding), only
+	# when a bind may have changed them (the bind wrapper, the end file
+	# sourced): a bind call costs as much as the rest of __limbs_z.
+	if [[ -n ${__limbs_kd-} ]]; then
+		__limbs_kd=
+		local m
+		for m in emacs vi-insert; do
+			if (( BASH_VERSINFO[0] >= 5 )); then
+				builtin bind -m "$m" -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
+				builtin bind -m "$m" '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
+			else
+				builtin bind -m "$m" '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
+			fi
+			builtin bind -m "$m" '"\C-x\C-b": accept-line'
+		done
+	fi
 	[[ ${PS0-} == *"$__LIMBS_S"* ]] || PS0=$__LIMBS_S${PS0-}
 	[[ ${PROMPT_COMMAND-} == *__limbs_prompt* ]] || PROMPT_COMMAND="{ __limbs_prompt; } 2>/dev/null${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
-}
-# __limbs_keys binds the keys limbs types, in the emacs and the vi-insert
-# keymaps whatever the editing mode (set -o vi needs no new binding).
-__limbs_keys() {
-	__limbs_kd=
-	local m
-	for m in emacs vi-insert; do
-		if (( BASH_VERSINFO[0] >= 5 )); then
-			builtin bind -m "$m" -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
-			builtin bind -m "$m" '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
-		else
-			builtin bind -m "$m" '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
-		fi
-		builtin bind -m "$m" '"\C-x\C-b": accept-line'
-	done
 }
 # bind marks the keys for __limbs_z to bind again; like trap, it writes
 # its own trace to /dev/null. A builtin bind bypasses it.
@@ -230,7 +227,13 @@ trap() {
 			builtin trap "$@" 2>&250 || __limbs_r=$?
 			[[ -z $__limbs_k || ${#__limbs_e[@]} == 0 ]] || __limbs_er=
 		elif [[ ${__limbs_t[0]} == - ]]; then
-			if (( ${#__limbs_e[@]} )) && [[ $- != *E* ]] && __limbs_top; then
+			# Called at the top level (sourced files aside), not in a
+			# function?
+			__limbs_k=1
+			for __limbs_q in "${FUNCNAME[@]:1}"; do
+				[[ $__limbs_q == source ]] || __limbs_k=
+			done
+			if (( ${#__limbs_e[@]} )) && [[ $- != *E* && -n $__limbs_k ]]; then
 				# bash puts back on return the ERR trap a function without
 				# errtrace resets: ignore it now, reset it at the end of
 				# the command (runLine).
@@ -265,14 +268,6 @@ trap() {
 		fi
 		return "$__limbs_r"
 	} 250>&2 2>/dev/null
-}
-# __limbs_top: the caller of trap runs at the top level (sourced files
-# aside), not in a function.
-__limbs_top() {
-	local f
-	for f in "${FUNCNAME[@]:2}"; do
-		[[ $f == source ]] || return 1
-	done
 }
 # The trace attribute keeps a DEBUG or RETURN trap set by the function
 # after it returns (bash puts back the caller's otherwise).
