@@ -29,34 +29,6 @@ type hookStep struct {
 	// limbs' hooks in the session and nothing in the reference; its
 	// trace lines (set -x) are left out of the comparison.
 	shellState bool
-	// callsFunction: under a DEBUG trap, limbs runs the trap in the
-	// bodies of the functions the command calls too (set -T, docs/api.md
-	// "What a user may change"), unlike bash -c; the output of such a
-	// step is not compared while a DEBUG trap is set.
-	callsFunction bool
-	// debugTrap: a DEBUG trap is set when the step runs (set by decoding).
-	debugTrap bool
-}
-
-// knownHookGap names why limbs is known to differ from bash -c on prog,
-// or "". The fuzzer found these on its first runs; its findings are kept
-// in testdata/hookfuzz-known (go test -run FuzzHookChanges/NAME after
-// copying one to testdata/fuzz/FuzzHookChanges, with
-// LIMBS_HOOKFUZZ_ALL=1):
-//   - a DEBUG trap fires in subshells and command substitutions too
-//     (limbs turns on functrace while it sources the command), and its
-//     output lands in a substitution's value;
-//   - RETURN and ERR traps fire for limbs' own sourced files;
-//   - set -x traces limbs' wrapper of the trap builtin.
-//
-// Until they are fixed, programs with a trap step are skipped.
-func knownHookGap(prog []hookStep) string {
-	for _, st := range prog {
-		if strings.HasPrefix(st.text, "trap ") {
-			return "a user trap: " + st.text
-		}
-	}
-	return ""
 }
 
 // hookSteps is what a program is made of: first the changes a user, a
@@ -113,7 +85,7 @@ var hookSteps = []hookStep{
 	{text: `echo $((1+2))`},
 	{text: `x=5; echo $x`},
 	{text: `echo out; echo err >&2`},
-	{text: `f() { echo in f; return 3; }; f`, callsFunction: true},
+	{text: `f() { echo in f; return 3; }; f`},
 	{text: `echo $(echo sub)`},
 	{text: `false; echo $?`},
 }
@@ -133,7 +105,7 @@ const maxHookSteps = 8
 // step, at most maxHookSteps of them.
 func decodeHookProgram(data []byte) []hookStep {
 	var p []hookStep
-	nounset, debug := false, false
+	nounset := false
 	for _, b := range data[:min(len(data), maxHookSteps)] {
 		s := hookSteps[int(b)%len(hookSteps)]
 		switch s.text {
@@ -141,16 +113,11 @@ func decodeHookProgram(data []byte) []hookStep {
 			nounset = true
 		case `set +u`:
 			nounset = false
-		case `trap 'echo dbg' DEBUG`:
-			debug = true
-		case `trap - DEBUG`:
-			debug = false
 		case promptPrepend:
 			if nounset {
 				s.text = promptPrependNounset
 			}
 		}
-		s.debugTrap = debug
 		p = append(p, s)
 	}
 	return p
@@ -226,9 +193,6 @@ func FuzzHookChanges(f *testing.F) {
 		prog := decodeHookProgram(data)
 		if len(prog) == 0 {
 			return
-		}
-		if gap := knownHookGap(prog); gap != "" && os.Getenv("LIMBS_HOOKFUZZ_ALL") != "1" {
-			t.Skipf("known gap of issue 10 (%s); LIMBS_HOOKFUZZ_ALL=1 runs it", gap)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
@@ -326,7 +290,7 @@ func compareHookStep(step hookStep, got, want hookResult) string {
 	if got.code != want.code {
 		diffs = append(diffs, fmt.Sprintf("exit code %d, bash says %d", got.code, want.code))
 	}
-	if !(step.callsFunction && step.debugTrap) && norm(got.output) != norm(want.output) {
+	if norm(got.output) != norm(want.output) {
 		diffs = append(diffs, fmt.Sprintf("output %q, bash says %q", got.output, want.output))
 	}
 	if got.cwd != want.cwd {

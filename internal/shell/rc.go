@@ -81,17 +81,29 @@ trap __limbs_exit EXIT
 // command: it ends the command itself instead of leaving that to
 // PROMPT_COMMAND, which users rewrite (PROMPT_COMMAND="history -a;
 // $PROMPT_COMMAND" would clobber $?, PROMPT_COMMAND="" would lose the
-// end). __limbs_a saves the shell's options and turns xtrace off, so that
-// the trace shows the user's commands only (the command file turns it
-// back on: cmdPrefix); the status of the sourced file is the command's
-// own status, which __limbs_z sends, or the end file when a command
-// removed the function. limbs' steps write their stderr to /dev/null,
-// which is where xtrace writes their trace.
-const runLine = ` { __limbs_a; } 2>/dev/null; . "$__L"; { __limbs_s=$?; [[ ${__limbs_x-} == *T* ]] || builtin set +T; __limbs_z || . "$__LZ"; } 2>/dev/null`
+// end). __limbs_a saves the shell's options, turns xtrace off, so that
+// the trace shows the user's commands only, and turns functrace on,
+// because source (.) hides a DEBUG trap while it reads a file unless
+// functrace is on when it starts; the command file's first step
+// (cmdPrefix) puts both back as the shell had them, so the command runs
+// as bash -c runs a script: a DEBUG trap fires for its own simple
+// commands and not in subshells, substitutions or function bodies (unless
+// the user set -T). The file is sourced, not eval'd: in a sourced file
+// the shell is not interactive (no job numbers for `cmd &`, as under
+// bash -c) and LINENO counts from 1. The status of the sourced file is
+// the command's own status, which __limbs_z sends, or the end file when
+// a command removed the function. limbs' steps write their stderr to
+// /dev/null, which is where xtrace writes their trace; each names
+// __limbs_ or the command file, which the DEBUG, RETURN and ERR trap
+// wrappers (endFileText) skip. Its last step resets the ERR trap when the
+// command reset it (the trap wrapper cannot: endFileText).
+const runLine = ` { __limbs_a; } 2>/dev/null; . "$__L"; { __limbs_s=$?; __limbs_z || . "$__LZ"; ${__limbs_er:+builtin trap - ERR}; } 2>/dev/null`
 
 // cmdPrefix starts the command file, on its first line so that LINENO
-// stays the user's: xtrace back on when the shell had it.
-const cmdPrefix = `{ case ${__limbs_x-} in *x*) set -x;; esac; } 2>/dev/null; `
+// stays the user's: functrace and xtrace back as the shell had them. Each
+// step names __limbs_ (a DEBUG trap skips it); no function call, so that
+// __limbs_z has one function fewer to check.
+const cmdPrefix = `{ [[ ${__limbs_x-} == *T* ]] || ${__limbs_q-}builtin set +T; [[ ${__limbs_x-} != *x* ]] || ${__limbs_q-}builtin set -x; } 2>/dev/null; `
 
 func endFile() string {
 	return strings.ReplaceAll(endFileText, "@FD@", strconv.Itoa(endFD))
@@ -105,15 +117,18 @@ func endFile() string {
 // PS0, its functions and its PROMPT_COMMAND entry (for commands a person
 // types on an attached terminal). Its stderr is /dev/null (runLine).
 //
-// trap wraps a DEBUG trap so that it does not fire for limbs' own steps
-// (a DEBUG trap runs before every simple command, and runLine has a few);
-// trap -p shows the wrapped action.
+// trap wraps the action of a DEBUG, RETURN or ERR trap so that it does
+// not fire for limbs' own steps: a DEBUG trap runs before every simple
+// command (runLine has a few), an ERR trap for eval's status too, and a
+// RETURN trap when the wrapper itself returns (it has the trace
+// attribute) and, under set -T, when limbs' functions return. The
+// action skips a step whose function, file or text names limbs, and
+// runs the user's text otherwise with the caller's stderr and $?; its
+// own test writes its trace to /dev/null, so set -x shows what bash -c
+// shows. trap -p shows the wrapped action.
 const endFileText = `__limbs_a() {
-	__limbs_x=$-
-	set +x
-	# source (.) turns a DEBUG trap off while it reads a file, unless
-	# functrace is on: on while the command runs, when the user set one.
-	[[ -z ${__limbs_dbg-} ]] || set -T
+	__limbs_x=$- __limbs_er=
+	set +x -T
 }
 __limbs_z() {
 	if [[ -n ${__limbs_s+x} ]]; then
@@ -131,25 +146,32 @@ __limbs_z() {
 		{ builtin export -p; builtin echo "$__LIMBS_ENV_END"; } >| "$__LIMBS_R/env"
 	fi
 	builtin unset __limbs_x __limbs_s
-	builtin declare -F __limbs_a __limbs_prompt __limbs_exit trap 1>&2 || . "$__LZ"
-	if (( BASH_VERSINFO[0] >= 5 )); then
-		builtin bind -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
-		builtin bind '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
-	else
-		builtin bind '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
-	fi
-	builtin bind '"\C-x\C-b": accept-line'
-	if [[ $SHELLOPTS == *vi* ]]; then
-		if (( BASH_VERSINFO[0] >= 5 )); then
-			builtin bind -m vi-insert -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
-			builtin bind -m vi-insert '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
-		else
-			builtin bind -m vi-insert '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
-		fi
-		builtin bind -m vi-insert '"\C-x\C-b": accept-line'
+	# One line written per name: as few functions as can be.
+	builtin declare -F __limbs_a __limbs_prompt __limbs_exit trap bind 1>&2 || . "$__LZ"
+	# The keys limbs types, in the emacs and the vi-insert keymaps
+	# whatever the editing mode (set -o vi needs no new binding), only
+	# when a bind may have changed them (the bind wrapper, the end file
+	# sourced): a bind call costs as much as the rest of __limbs_z.
+	if [[ -n ${__limbs_kd-} ]]; then
+		__limbs_kd=
+		local m
+		for m in emacs vi-insert; do
+			if (( BASH_VERSINFO[0] >= 5 )); then
+				builtin bind -m "$m" -x '"\C-x\C-a": READLINE_LINE=$__LIMBS_LINE; READLINE_POINT=${#READLINE_LINE}'
+				builtin bind -m "$m" '"\C-x\C-l": "\C-x\C-a\C-x\C-b"'
+			else
+				builtin bind -m "$m" '"\C-x\C-l": "\C-e\C-u'"$__LIMBS_MACRO"'\C-x\C-b"'
+			fi
+			builtin bind -m "$m" '"\C-x\C-b": accept-line'
+		done
 	fi
 	[[ ${PS0-} == *"$__LIMBS_S"* ]] || PS0=$__LIMBS_S${PS0-}
 	[[ ${PROMPT_COMMAND-} == *__limbs_prompt* ]] || PROMPT_COMMAND="{ __limbs_prompt; } 2>/dev/null${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
+}
+# bind marks the keys for __limbs_z to bind again; like trap, it writes
+# its own trace to /dev/null. A builtin bind bypasses it.
+bind() {
+	{ __limbs_kd=1; builtin bind "$@" 2>&250; } 250>&2 2>/dev/null
 }
 __limbs_prompt() {
 	local s=$? p=$PWD
@@ -176,20 +198,79 @@ __limbs_exit() {
 	builtin printf '\e]633;limbs;%s;X;%s\a' "$__LIMBS_T" "$__LIMBS_N"
 }
 trap() {
-	# Each step names __limbs_: with functrace on, the DEBUG trap runs
-	# for them too, and skips what names limbs.
-	local __limbs_o=("$@") __limbs_t=("$@")
-	[[ ${__limbs_t[0]-} == -- ]] && __limbs_t=("${__limbs_t[@]:1}")
-	if (( ${#__limbs_t[@]} == 2 )) && [[ ${__limbs_t[1]} == DEBUG && -n ${__limbs_t[0]} && ${__limbs_t[0]} != -* ]]; then
-		builtin trap -- 'case ${FUNCNAME-}:$BASH_COMMAND in trap:*|*__limbs_*|*:"builtin set +T"|*:". \"\$__L\""|*:". \"\$__LZ\"") ;; *) '"${__limbs_t[0]}"$'\n;; esac' DEBUG && __limbs_dbg=1
-	else
-		builtin trap "${__limbs_o[@]}" || return
-		[[ -z ${__limbs_dbg-} || -n $(builtin trap -p DEBUG) ]] || __limbs_dbg=
-	fi
+	# The body writes its trace and errors to /dev/null (set -x shows
+	# the call only, as for the builtin), and the builtin's errors to
+	# the caller's stderr (250).
+	{
+		local __limbs_t=("$@") __limbs_q __limbs_d=() __limbs_re=() __limbs_e=() __limbs_n=() __limbs_r=0 __limbs_k=
+		if [[ ${__limbs_t[0]-} == -- ]]; then
+			__limbs_t=("${__limbs_t[@]:1}")
+		elif [[ ${__limbs_t[0]-} == -?* ]]; then
+			__limbs_t=()
+		fi
+		# trap SIG resets SIG.
+		(( ${#__limbs_t[@]} != 1 )) || [[ -z ${__limbs_t[0]} ]] || __limbs_t=(- "${__limbs_t[0]}")
+		if (( ${#__limbs_t[@]} >= 2 )) && [[ ${__limbs_t[0]} == *[!0-9]* || -z ${__limbs_t[0]} ]]; then
+			__limbs_k=1
+			for __limbs_q in "${__limbs_t[@]:1}"; do
+				case ${__limbs_q^^} in
+				DEBUG) __limbs_d+=("$__limbs_q") ;;
+				RETURN) __limbs_re+=("$__limbs_q") ;;
+				ERR) __limbs_e+=("$__limbs_q") ;;
+				*) __limbs_n+=("$__limbs_q") ;;
+				esac
+			done
+		fi
+		if [[ -z $__limbs_k || -z ${__limbs_t[0]} ]]; then
+			builtin trap "$@" 2>&250 || __limbs_r=$?
+			[[ -z $__limbs_k || ${#__limbs_e[@]} == 0 ]] || __limbs_er=
+		elif [[ ${__limbs_t[0]} == - ]]; then
+			# Called at the top level (sourced files aside), not in a
+			# function?
+			__limbs_k=1
+			for __limbs_q in "${FUNCNAME[@]:1}"; do
+				[[ $__limbs_q == source ]] || __limbs_k=
+			done
+			if (( ${#__limbs_e[@]} )) && [[ $- != *E* && -n $__limbs_k ]]; then
+				# bash puts back on return the ERR trap a function without
+				# errtrace resets: ignore it now, reset it at the end of
+				# the command (runLine).
+				builtin trap -- '' "${__limbs_e[@]}" 2>&250 || __limbs_r=$?
+				__limbs_er=1 __limbs_e=()
+			fi
+			__limbs_n+=("${__limbs_d[@]}" "${__limbs_re[@]}" "${__limbs_e[@]}")
+			if (( ${#__limbs_n[@]} )); then
+				builtin trap - "${__limbs_n[@]}" 2>&250 || __limbs_r=$?
+			fi
+		else
+			# The wrapped action skips limbs' steps. A RETURN or ERR
+			# action sets __limbs_in while its test runs (in a
+			# redirection, which fires no DEBUG trap), so that a DEBUG
+			# trap skips the test too, and clears it before the
+			# user's text.
+			(( ${#__limbs_e[@]} == 0 )) || __limbs_er=
+			if (( ${#__limbs_d[@]} )); then
+				builtin trap -- '{ case ${__limbs_in:-0}:${FUNCNAME-}:${BASH_SOURCE-}:$BASH_COMMAND${__L:0:$((__limbs_in=0,0))} in 1:*|?:trap:*|?:bind:*|*__limbs_*|*__LIMBS_*|*:"$__LZ":*|*'\''. "$__L"'\''|*'\''. "$__LZ"'\'') ;; *) {
+'"${__limbs_t[0]}"'
+} 2>&250 250>&- ;; esac; } 250>&2 2>/dev/null' "${__limbs_d[@]}" 2>&250 || __limbs_r=$?
+			fi
+			__limbs_re+=("${__limbs_e[@]}")
+			if (( ${#__limbs_re[@]} )); then
+				builtin trap -- '{ case ${FUNCNAME-}:${BASH_SOURCE-}:$BASH_COMMAND${__L:0:$((__limbs_in=0,0))} in trap:*|bind:*|*__limbs_*|*__LIMBS_*|*:"$__LZ":*|*'\''. "$__L"'\''|*'\''. "$__LZ"'\'') ;; *) {
+'"${__limbs_t[0]}"'
+} 2>&250 250>&- ;; esac; } 250>&2 2>/dev/null${__L:0:$((__limbs_in=1,0))}' "${__limbs_re[@]}" 2>&250 || __limbs_r=$?
+			fi
+			if (( ${#__limbs_n[@]} )); then
+				builtin trap -- "${__limbs_t[0]}" "${__limbs_n[@]}" 2>&250 || __limbs_r=$?
+			fi
+		fi
+		return "$__limbs_r"
+	} 250>&2 2>/dev/null
 }
-# The trace attribute keeps a DEBUG trap set by the function after it
-# returns.
+# The trace attribute keeps a DEBUG or RETURN trap set by the function
+# after it returns (bash puts back the caller's otherwise).
 builtin declare -ft trap
+__limbs_kd=1
 if [[ -n ${__limbs_s+x} ]]; then
 	__limbs_z
 fi

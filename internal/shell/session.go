@@ -12,6 +12,22 @@
 // it kills them, so that a fork bomb cannot outrun it; kill.go describes
 // it, and which goroutine reads, waits for and closes each shell.
 //
+// # User hooks and traps
+//
+// bash sources each command from a file (rc.go: runLine, cmdPrefix), so
+// that it runs as bash -c runs a script's lines (not interactive, LINENO
+// from 1), and what the user changes in the shell's hooks cannot move its
+// end: limbs' steps write their trace to /dev/null, limbs' trap function
+// wraps DEBUG, RETURN and ERR actions so that they skip limbs' steps,
+// functrace is on only while source starts (it would keep a DEBUG trap
+// off otherwise), and the keys limbs types are bound again after a
+// command that called bind. What still differs from bash -c (trap -p
+// shows wrapped actions, a top-level trap - ERR takes effect at the end
+// of the command, BASH_SOURCE and return are those of a sourced file,
+// PS1 and PROMPT_COMMAND hold limbs' hooks) is listed in docs/api.md
+// ("What a user may change"), and FuzzHookChanges (internal/runtime)
+// checks the rest against bash -c.
+//
 // # Concurrency
 //
 // Goroutines of a session, and what each owns:
