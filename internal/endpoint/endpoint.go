@@ -9,6 +9,7 @@
 package endpoint
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -97,6 +98,9 @@ type ListenOptions struct {
 	// Example is the --listen value error messages suggest for a Unix
 	// socket, e.g. unix:///run/limbs/limbsd.sock.
 	Example string
+	// Name is what messages call a server already on the socket
+	// ("daemon", "limbs serve"; default "server").
+	Name string
 }
 
 // Listen opens addr: unix:///path/to.sock (creating its directory, and
@@ -110,7 +114,7 @@ func Listen(addr string, o ListenOptions) (net.Listener, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("creating the socket directory: %w", err)
 		}
-		if err := removeStaleSocket(path); err != nil {
+		if err := removeStaleSocket(path, cmp.Or(o.Name, "server")); err != nil {
 			return nil, err
 		}
 		ln, err := net.Listen("unix", path)
@@ -136,7 +140,7 @@ func Listen(addr string, o ListenOptions) (net.Listener, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w; is another server running there? pass another --listen", addr, err)
+		return nil, fmt.Errorf("listening on %s: %w; is another %s running there? pass another --listen", addr, err, cmp.Or(o.Name, "server"))
 	}
 	return ln, nil
 }
@@ -152,7 +156,7 @@ func IsLoopback(host string) bool {
 
 // removeStaleSocket removes a socket file left by a server that died, and
 // refuses to take over one that still answers or a file that is no socket.
-func removeStaleSocket(path string) error {
+func removeStaleSocket(path, name string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -165,7 +169,7 @@ func removeStaleSocket(path string) error {
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
-		return fmt.Errorf("another server is listening on %s; stop it first or choose another --listen path", path)
+		return fmt.Errorf("another %s is listening on %s; stop it first or choose another --listen path", name, path)
 	}
 	return os.Remove(path)
 }

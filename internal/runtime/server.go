@@ -10,8 +10,6 @@ package runtime
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/shell"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -44,11 +43,11 @@ type Options struct {
 
 // Server is the limbsd HTTP API. It implements http.Handler.
 type Server struct {
-	opts      Options
-	tokenHash [sha256.Size]byte
-	mux       *http.ServeMux
-	log       *slog.Logger
-	routes    []route
+	opts   Options
+	token  endpoint.Token
+	mux    *http.ServeMux
+	log    *slog.Logger
+	routes []route
 }
 
 // route is one documented endpoint; the table drives the mux, the 405
@@ -66,7 +65,7 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.tokenHash = sha256.Sum256([]byte(opts.Token))
+	s.token = endpoint.NewToken(opts.Token)
 	s.routes = []route{
 		{"GET", "/v1/health", true, s.health},
 		{"POST", "/v1/sessions", false, s.createSession},
@@ -136,19 +135,7 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
-		return false
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return false
-	}
-	// Comparing hashes keeps the comparison constant-time even in the
-	// token's length.
-	h := sha256.Sum256([]byte(strings.TrimSpace(got)))
-	return subtle.ConstantTimeCompare(h[:], s.tokenHash[:]) == 1
-}
+func (s *Server) authorized(r *http.Request) bool { return s.token.Check(r) }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	seen := map[string]bool{}
