@@ -165,14 +165,22 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	wire.WriteError(w, err)
 }
 
-// decode reads a JSON body of at most maxBody bytes into v, strictly.
-func decode(r *http.Request, v any, allowEmpty bool) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return fmt.Errorf("reading request body: %v: %w", err, wire.ErrBadRequest)
+// decode reads a JSON body of at most maxBody bytes into v, strictly. A
+// body declared larger is refused unread, and the connection closed after
+// the answer so that nothing reads it. The body is read to its end before
+// decoding: only then does net/http watch the connection, so that the
+// request's context ends when the client leaves.
+func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	if err := wire.LimitBody(w, r, maxBody); err != nil {
+		w.Header().Set("Connection", "close")
+		return err
 	}
-	if len(b) > maxBody {
-		return fmt.Errorf("request body over %d bytes: %w; put large content in a file with PUT /v1/files and refer to it", maxBody, wire.ErrTooLarge)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		if tl := wire.TooLarge(err); tl != nil {
+			return tl
+		}
+		return fmt.Errorf("reading request body: %v: %w", err, wire.ErrBadRequest)
 	}
 	if allowEmpty && len(bytes.TrimSpace(b)) == 0 {
 		return nil
