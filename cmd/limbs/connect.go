@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -45,9 +46,8 @@ func connectFlags(fs *flag.FlagSet) *conn {
 
 // client returns an API client for the flags' endpoint.
 func (c *conn) client() (*client.Client, error) {
-	addr, prefix := c.addr, ""
+	addr := c.addr
 	if c.sandbox != "" {
-		prefix = "/sandboxes/" + c.sandbox
 		if addr == "" {
 			addr = defaultControlAddr
 		}
@@ -70,13 +70,16 @@ func (c *conn) client() (*client.Client, error) {
 			}
 			path = filepath.Join(filepath.Dir(sock), "limbsd.token")
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
+		var err error
+		if token, err = endpoint.ReadTokenFile(path); err != nil {
 			return nil, fmt.Errorf("no token: pass --token or set LIMBS_TOKEN (reading %s: %v)", path, err)
 		}
-		token = strings.TrimSpace(string(b))
 	}
-	return client.New(addr, token, prefix)
+	cl, err := client.New(addr, token, "")
+	if err != nil || c.sandbox == "" {
+		return cl, err
+	}
+	return cl.Sandbox(c.sandbox), nil
 }
 
 // session returns the id of the flags' session, creating it when it does

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -48,8 +48,8 @@ func runSandbox(ctx context.Context, args []string) int {
 		"create":  sandboxCreate,
 		"ls":      sandboxList,
 		"inspect": sandboxInspect,
-		"stop":    sandboxAction("stop"),
-		"start":   sandboxAction("start"),
+		"stop":    sandboxAction((*client.Sandboxes).Stop),
+		"start":   sandboxAction((*client.Sandboxes).Start),
 		"rm":      sandboxRemove,
 		"events":  sandboxEvents,
 	}
@@ -100,20 +100,23 @@ func controlFlags(fs *flag.FlagSet) *controlConn {
 	return cc
 }
 
-func (cc *controlConn) client() (*client.Client, error) {
+func (cc *controlConn) client() (*client.Sandboxes, error) {
 	token := cc.token
 	if token == "" {
 		token = os.Getenv("LIMBS_TOKEN") // never a flag default: -h prints those
 	}
 	if token == "" {
 		path := tokenFile(defaultServeStateDir())
-		b, err := os.ReadFile(path)
-		if err != nil {
+		var err error
+		if token, err = endpoint.ReadTokenFile(path); err != nil {
 			return nil, fmt.Errorf("no token: pass --token or set LIMBS_TOKEN (limbs serve prints it when it generates it; reading %s: %v)", path, err)
 		}
-		token = strings.TrimSpace(string(b))
 	}
-	return client.New(cc.addr, token, "")
+	c, err := client.New(cc.addr, token, "")
+	if err != nil {
+		return nil, err
+	}
+	return c.Sandboxes(), nil
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
@@ -167,8 +170,7 @@ func sandboxCreate(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 		return err
 	}
 	stopProgress := progress(fmt.Sprintf("creating sandbox%s", describe(req)))
-	var sb wire.Sandbox
-	err = c.JSON(ctx, http.MethodPost, "/sandboxes", req, &sb)
+	sb, err := c.Create(ctx, req)
 	stopProgress(err == nil)
 	if err != nil {
 		return err
@@ -248,10 +250,11 @@ func sandboxList(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []
 	if err != nil {
 		return err
 	}
-	var l wire.SandboxList
-	if err := c.JSON(ctx, http.MethodGet, "/sandboxes", nil, &l); err != nil {
+	sbs, err := c.List(ctx)
+	if err != nil {
 		return err
 	}
+	l := wire.SandboxList{Sandboxes: sbs}
 	switch {
 	case *asJSON:
 		return printJSON(l)
@@ -305,8 +308,8 @@ func sandboxInspect(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args
 	}
 	var out []wire.Sandbox
 	for _, id := range fs.Args() {
-		var sb wire.Sandbox
-		if err := c.JSON(ctx, http.MethodGet, "/sandboxes/"+id, nil, &sb); err != nil {
+		sb, err := c.Get(ctx, id)
+		if err != nil {
 			return err
 		}
 		out = append(out, sb)
@@ -318,23 +321,24 @@ func sandboxInspect(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args
 }
 
 // sandboxAction runs stop or start on every named sandbox.
-func sandboxAction(action string) func(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string) error {
+func sandboxAction(action func(*client.Sandboxes, context.Context, string) (wire.Sandbox, error)) func(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string) error {
 	return func(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string) error {
-		return eachSandbox(ctx, fs, cc, args, func(c *client.Client, id string) error {
-			return c.JSON(ctx, http.MethodPost, "/sandboxes/"+id+"/"+action, nil, nil)
+		return eachSandbox(ctx, fs, cc, args, func(c *client.Sandboxes, id string) error {
+			_, err := action(c, ctx, id)
+			return err
 		})
 	}
 }
 
 func sandboxRemove(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string) error {
-	return eachSandbox(ctx, fs, cc, args, func(c *client.Client, id string) error {
-		return c.JSON(ctx, http.MethodDelete, "/sandboxes/"+id, nil, nil)
+	return eachSandbox(ctx, fs, cc, args, func(c *client.Sandboxes, id string) error {
+		return c.Remove(ctx, id)
 	})
 }
 
 // eachSandbox applies f to every named sandbox, printing each one done and
 // going on after a failure; the error names every sandbox that failed.
-func eachSandbox(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string, f func(c *client.Client, id string) error) error {
+func eachSandbox(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string, f func(c *client.Sandboxes, id string) error) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -373,10 +377,11 @@ func sandboxEvents(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 	if err != nil {
 		return err
 	}
-	var l wire.SandboxEventList
-	if err := c.JSON(ctx, http.MethodGet, fmt.Sprintf("/sandboxes/%s/events?from=%d", fs.Arg(0), *from), nil, &l); err != nil {
+	evs, err := c.Events(ctx, fs.Arg(0), *from)
+	if err != nil {
 		return err
 	}
+	l := client.SandboxEventList{Events: evs}
 	if *asJSON {
 		return printJSON(l)
 	}

@@ -3,13 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -21,6 +18,7 @@ import (
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/provider/docker"
 	"github.com/limbs-dev/limbs/internal/provider/local"
 	"github.com/limbs-dev/limbs/internal/shell"
@@ -207,12 +205,14 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		fmt.Fprintln(os.Stderr, "limbs serve: local sandboxes are NOT isolated: "+lp.Why())
 	}
 
-	ln, err := serveListener(cfg.listen, cfg.allowRemote)
+	ln, err := endpoint.Listen(cfg.listen, endpoint.ListenOptions{
+		AllowRemote: cfg.allowRemote, Example: "unix:///run/limbs/serve.sock", Name: "limbs serve",
+	})
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	srv, err := control.New(ctx, control.Options{
+	plane, err := control.NewPlane(ctx, control.Options{
 		StateDir:        cfg.stateDir,
 		Token:           token,
 		Providers:       providers,
@@ -230,8 +230,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	hs := control.NewHTTPServer(srv, cfg.http, log)
+	defer plane.Close()
+	hs := control.NewHTTPServer(control.NewServer(plane), cfg.http, log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(control.LimitListener(ln, cfg.http.MaxConns)) }()
 	fmt.Fprintf(os.Stderr, "limbs serve: listening on %s (default provider %s, state dir %s)\n", cfg.listen, defaultProvider, cfg.stateDir)
@@ -299,63 +299,14 @@ func serveToken(flagValue, stateDir string) (string, error) {
 		return flagValue, nil
 	}
 	path := tokenFile(stateDir)
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+	if tok, err := endpoint.ReadTokenFile(path); err == nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: using the token in %s\n", path)
-		return strings.TrimSpace(string(b)), nil
+		return tok, nil
 	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
+	tok, err := endpoint.WriteTokenFile(path)
+	if err != nil {
 		return "", err
-	}
-	tok := hex.EncodeToString(b)
-	tmp := path + ".tmp"
-	_ = os.Remove(tmp)
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("writing the token: %w; pass --token or LIMBS_TOKEN instead", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("writing the token: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "limbs serve: generated a token (saved in %s, mode 0600):\n%s\n", path, tok)
 	return tok, nil
-}
-
-// serveListener opens --listen.
-func serveListener(addr string, allowRemote bool) (net.Listener, error) {
-	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
-		if path == "" {
-			return nil, fmt.Errorf("--listen %q has no path: use unix:///run/limbs/serve.sock", addr)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, err
-		}
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-				c.Close()
-				return nil, fmt.Errorf("another server is listening on %s; stop it first or choose another --listen path", path)
-			}
-			_ = os.Remove(path)
-		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, fmt.Errorf("listening on %s: %w", path, err)
-		}
-		if err := os.Chmod(path, 0o660); err != nil {
-			ln.Close()
-			return nil, err
-		}
-		return ln, nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--listen %q: %v; use 127.0.0.1:PORT or unix:///path/to.sock", addr, err)
-	}
-	if ip := net.ParseIP(host); !allowRemote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("--listen %q is not a loopback address: anyone who can reach it gets shells; use 127.0.0.1:PORT, or add --allow-remote if you mean it", addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w; is another limbs serve running? pass another --listen", addr, err)
-	}
-	return ln, nil
 }

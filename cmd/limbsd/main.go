@@ -9,8 +9,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/files"
 	"github.com/limbs-dev/limbs/internal/runtime"
 	"github.com/limbs-dev/limbs/internal/shell"
@@ -178,7 +177,7 @@ func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 	}
 	defer ln.Close()
 	if cfg.token == "" {
-		if cfg.token, err = writeToken(tokenDir); err != nil {
+		if cfg.token, err = endpoint.WriteTokenFile(filepath.Join(tokenDir, "limbsd.token")); err != nil {
 			return err
 		}
 		log.Info("generated a token", "file", filepath.Join(tokenDir, "limbsd.token"))
@@ -241,105 +240,31 @@ func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 
 // listen opens cfg.listen and says where a generated token belongs.
 func listen(cfg config) (net.Listener, string, error) {
-	if path, ok := strings.CutPrefix(cfg.listen, "unix://"); ok {
-		if path == "" {
-			return nil, "", fmt.Errorf("--listen %q has no path: use unix:///run/limbs/limbsd.sock", cfg.listen)
-		}
-		dir := filepath.Dir(path)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, "", fmt.Errorf("creating the socket directory: %w", err)
-		}
-		if err := removeStaleSocket(path); err != nil {
+	// Group access lets a host user in the socket's group reach a daemon
+	// running as root without opening it to everyone; with --user the
+	// agent's groups may include limbsd's: owner only.
+	o := endpoint.ListenOptions{SocketMode: 0o660, AllowRemote: cfg.allowRemote, Example: defaultListen, Name: "daemon"}
+	if cfg.user != "" {
+		o.SocketMode = 0o600
+	}
+	ln, err := endpoint.Listen(cfg.listen, o)
+	if err != nil {
+		return nil, "", err
+	}
+	path, ok := strings.CutPrefix(cfg.listen, "unix://")
+	if !ok {
+		return ln, cfg.stateDir, nil
+	}
+	dir := filepath.Dir(path)
+	if cfg.user != "" {
+		// Root's socket is for whoever made the directory it is in: the
+		// host's control plane, which may not be root.
+		if err := giveToDirOwner(path, dir); err != nil {
+			ln.Close()
 			return nil, "", err
 		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, "", fmt.Errorf("listening on %s: %w", path, err)
-		}
-		// Group access lets a host user in the socket's group reach a
-		// daemon running as root without opening it to everyone; with
-		// --user the agent's groups may include limbsd's: owner only.
-		mode := os.FileMode(0o660)
-		if cfg.user != "" {
-			mode = 0o600
-		}
-		if err := os.Chmod(path, mode); err != nil {
-			ln.Close()
-			return nil, "", fmt.Errorf("setting the socket's mode: %w", err)
-		}
-		if cfg.user != "" {
-			// Root's socket is for whoever made the directory it is in:
-			// the host's control plane, which may not be root.
-			if err := giveToDirOwner(path, dir); err != nil {
-				ln.Close()
-				return nil, "", err
-			}
-		}
-		return ln, dir, nil
 	}
-	host, _, err := net.SplitHostPort(cfg.listen)
-	if err != nil {
-		return nil, "", fmt.Errorf("--listen %q: %v; use unix:///path/to.sock or 127.0.0.1:PORT", cfg.listen, err)
-	}
-	if !cfg.allowRemote && !isLoopback(host) {
-		return nil, "", fmt.Errorf("--listen %q is not a loopback address: anyone who can reach it gets a shell; use 127.0.0.1:PORT, or add --allow-remote if you mean it", cfg.listen)
-	}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return nil, "", fmt.Errorf("listening on %s: %w", cfg.listen, err)
-	}
-	return ln, cfg.stateDir, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// removeStaleSocket removes a socket file left by a daemon that died, and
-// refuses to take over one that still answers.
-func removeStaleSocket(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("%s exists and is not a socket; remove it or choose another --listen path", path)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return fmt.Errorf("another daemon is listening on %s; stop it first or choose another --listen path", path)
-	}
-	return os.Remove(path)
-}
-
-// writeToken generates a token and writes it, readable by the owner only,
-// as dir/limbsd.token.
-func writeToken(dir string) (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	tok := hex.EncodeToString(b)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating the token's directory: %w", err)
-	}
-	p := filepath.Join(dir, "limbsd.token")
-	tmp := p + ".tmp"
-	_ = os.Remove(tmp) // a leftover would keep its old, maybe wider, mode
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("writing the token: %w; pass --token or LIMBS_TOKEN instead", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return "", fmt.Errorf("writing the token: %w; pass --token or LIMBS_TOKEN instead", err)
-	}
-	return tok, nil
+	return ln, dir, nil
 }
 
 // giveToDirOwner gives path to the owner of dir when they differ.

@@ -8,17 +8,6 @@ import (
 	"testing"
 )
 
-func TestIsLoopback(t *testing.T) {
-	for host, want := range map[string]bool{
-		"127.0.0.1": true, "127.1.2.3": true, "::1": true, "localhost": true,
-		"": false, "0.0.0.0": false, "::": false, "10.0.0.1": false, "example.com": false,
-	} {
-		if got := isLoopback(host); got != want {
-			t.Errorf("isLoopback(%q) = %v, want %v", host, got, want)
-		}
-	}
-}
-
 func TestListenRefusesRemoteWithoutFlag(t *testing.T) {
 	for _, addr := range []string{":0", "0.0.0.0:0"} {
 		_, _, err := listen(config{listen: addr})
@@ -85,32 +74,6 @@ func TestListenUnixSocket(t *testing.T) {
 	}
 	if _, err := os.Stat(plain); err != nil {
 		t.Errorf("the regular file was removed: %v", err)
-	}
-}
-
-func TestWriteToken(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "d")
-	tok, err := writeToken(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tok) != 64 {
-		t.Errorf("token %q: want 32 random bytes in hex", tok)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "limbsd.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.TrimSpace(string(b)) != tok {
-		t.Errorf("file holds %q, want %q", b, tok)
-	}
-	fi, _ := os.Stat(filepath.Join(dir, "limbsd.token"))
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("token file mode %v, want 0600", fi.Mode().Perm())
-	}
-	again, err := writeToken(dir)
-	if err != nil || again == tok {
-		t.Errorf("second token %q, %v: want a fresh one", again, err)
 	}
 }
 

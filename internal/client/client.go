@@ -142,3 +142,9 @@ func NewDialed(dial func(ctx context.Context) (net.Conn, error), token string) *
 	c.http = &http.Client{Transport: NewTransport(c.dial)}
 	return c
 }
+
+// NewOver returns a client of a limbsd reached through rt (the control
+// plane's own way to a sandbox's daemon, see control.Plane.Dial).
+func NewOver(rt http.RoundTripper, token string) *Client {
+	return &Client{token: token, base: "http://limbsd/v1", http: &http.Client{Transport: rt}}
+}

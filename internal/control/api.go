@@ -26,38 +26,25 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	recs := make([]store.Record, 0, len(s.sandboxes))
-	for _, e := range s.sandboxes {
-		if e.rec.Pool == "" {
-			recs = append(recs, e.rec)
-		}
+	sbs, err := s.List(r.Context())
+	if err != nil {
+		wire.WriteError(w, err)
+		return
 	}
-	s.mu.Unlock()
-	sortRecords(recs)
-	out := wire.SandboxList{Sandboxes: make([]wire.Sandbox, 0, len(recs))}
-	for _, rec := range recs {
-		out.Sandboxes = append(out.Sandboxes, toWire(rec))
-	}
-	wire.WriteJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, wire.SandboxList{Sandboxes: sbs})
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	e, err := s.lookup(r.PathValue("id"))
+	sb, err := s.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		wire.WriteError(w, err)
 		return
 	}
-	wire.WriteJSON(w, http.StatusOK, toWire(s.record(e)))
+	wire.WriteJSON(w, http.StatusOK, sb)
 }
 
 func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
-	e, err := s.lookup(r.PathValue("id"))
-	if err != nil {
-		wire.WriteError(w, err)
-		return
-	}
-	if err := s.Remove(r.Context(), e); err != nil {
+	if err := s.Remove(r.Context(), r.PathValue("id")); err != nil {
 		wire.WriteError(w, err)
 		return
 	}
@@ -72,46 +59,42 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	s.lifecycle(w, r, s.Start)
 }
 
-func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, e *entry) (store.Record, error)) {
+func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, idOrName string) (wire.Sandbox, error)) {
 	if err := wire.DecodeJSON(r, &struct{}{}, true); err != nil {
 		wire.WriteError(w, err)
 		return
 	}
-	e, err := s.lookup(r.PathValue("id"))
+	sb, err := op(r.Context(), r.PathValue("id"))
 	if err != nil {
 		wire.WriteError(w, err)
 		return
 	}
-	rec, err := op(r.Context(), e)
-	if err != nil {
-		wire.WriteError(w, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, toWire(rec))
+	wire.WriteJSON(w, http.StatusOK, sb)
 }
 
 // EventList is the body of GET /v1/sandboxes/{id}/events.
 type EventList = wire.SandboxEventList
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	e, err := s.lookup(r.PathValue("id"))
-	if err != nil {
+	id := r.PathValue("id")
+	if _, err := s.Get(r.Context(), id); err != nil {
 		wire.WriteError(w, err)
 		return
 	}
 	var from uint64
 	if v := r.URL.Query().Get("from"); v != "" {
+		var err error
 		if from, err = strconv.ParseUint(v, 10, 64); err != nil {
 			wire.WriteError(w, fmt.Errorf("from=%q: want a sequence number (0, 1, ...): %w", v, wire.ErrBadRequest))
 			return
 		}
 	}
-	evs, err := s.db.Events(s.record(e).ID, from)
+	evs, err := s.Events(r.Context(), id, from)
 	if err != nil {
 		wire.WriteError(w, err)
 		return
 	}
-	wire.WriteJSON(w, http.StatusOK, EventList{Events: eventsToWire(evs)})
+	wire.WriteJSON(w, http.StatusOK, EventList{Events: evs})
 }
 
 func sortRecords(recs []store.Record) {

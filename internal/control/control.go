@@ -10,6 +10,12 @@
 // only through the provider's Dial (which checks who answers). It waits for
 // a started sandbox's limbsd in one place (health.go).
 //
+// Plane (plane.go) is the service, by sandbox id or name: Create, Get,
+// List, Stop, Start, Remove, Events and Dial, for every program that
+// drives sandboxes in-process (the HTTP edge, an MCP server, an agent, a
+// dashboard). Server is only the HTTP edge: each handler decodes a
+// request, calls one Plane method and writes its answer.
+//
 // It must never touch a sandbox it did not create (everything it acts on
 // carries its instance id), never reach a sandbox but through its
 // provider's Dial, and never answer a forwarded request with a bare 502: a
@@ -19,7 +25,6 @@ package control
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base32"
 	"errors"
 	"fmt"
@@ -34,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -91,7 +97,7 @@ type Noter interface {
 	Note(spec sandbox.Spec) string
 }
 
-// Options configure a Server.
+// Options configure a Plane.
 type Options struct {
 	// StateDir holds the registry (limbs.db). Sandboxes' own directories
 	// are their providers' (see each provider's Options).
@@ -125,8 +131,12 @@ type Options struct {
 	MaxSessionDiskMB int64
 }
 
-// Server serves the Control plane part of the API. It is an http.Handler.
-type Server struct {
+// Plane is the control plane's core: it creates, tracks, recovers and
+// removes sandboxes, each named by its id or its name. The HTTP edge
+// (Server) calls nothing else, and neither need an MCP server, an agent or a
+// batch runner in the same process: every method is safe for concurrent use
+// and returns errors wrapping the wire sentinels (wire.ErrNotFound, ...).
+type Plane struct {
 	opts   Options
 	log    *slog.Logger
 	db     *store.DB
@@ -141,14 +151,41 @@ type Server struct {
 	mu        sync.Mutex
 	sandboxes map[string]*entry
 
-	mux  *http.ServeMux
 	pool *pool
 }
 
-// New opens the registry in opts.StateDir, re-adopts the sandboxes this
-// control plane created before (removing its orphans), starts watching
-// provider events and fills the warm pool in the background.
+// Server serves the Control plane part of the API over its Plane. It is an
+// http.Handler, and it is the only part of the package that knows HTTP
+// routes: each handler decodes a request, calls one Plane method and writes
+// its answer.
+type Server struct {
+	*Plane
+	token endpoint.Token
+	mux   *http.ServeMux
+}
+
+// New returns the HTTP edge of a new Plane (see NewPlane). Closing the
+// Server closes its Plane.
 func New(ctx context.Context, opts Options) (*Server, error) {
+	p, err := NewPlane(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return NewServer(p), nil
+}
+
+// NewServer returns the HTTP edge of p, checking the bearer token of
+// p's Options.
+func NewServer(p *Plane) *Server {
+	s := &Server{Plane: p, token: endpoint.NewToken(p.opts.Token)}
+	s.routes()
+	return s
+}
+
+// NewPlane opens the registry in opts.StateDir, re-adopts the sandboxes
+// this control plane created before (removing its orphans), starts watching
+// provider events and fills the warm pool in the background.
+func NewPlane(ctx context.Context, opts Options) (*Plane, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -174,14 +211,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Server{
+	s := &Plane{
 		opts:      opts,
 		log:       opts.Logger,
 		db:        db,
 		cancel:    cancel,
 		sandboxes: map[string]*entry{},
 	}
-	s.routes()
 	s.pool = newPool(s, opts.Pool)
 	// Subscribe before reconciling, so that a sandbox dying meanwhile is
 	// not missed; the events wait in the channels until reconcile is done.
@@ -213,11 +249,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 }
 
 // Instance is this control plane's id, which providers put on every sandbox.
-func (s *Server) Instance() string { return s.db.Instance() }
+func (s *Plane) Instance() string { return s.db.Instance() }
 
 // Close stops background work and closes the registry. Sandboxes keep
-// running: the next Server on the same state dir re-adopts them.
-func (s *Server) Close() error {
+// running: the next Plane on the same state dir re-adopts them.
+func (s *Plane) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	s.mu.Lock()
@@ -267,12 +303,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1
-}
+func (s *Server) authorized(r *http.Request) bool { return s.token.Check(r) }
 
-func (s *Server) provider(name string) (Provider, error) {
+func (s *Plane) provider(name string) (Provider, error) {
 	if name == "" {
 		name = s.opts.DefaultProvider
 	}

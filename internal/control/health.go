@@ -25,7 +25,7 @@ const readyTries = 2000
 // says why: an exit code, limbsd's last log lines) or that something else
 // answers, else after readyTimeout. This is the one wait for limbsd: the
 // providers return from Create and Start when the sandbox is started.
-func (s *Server) waitReady(ctx context.Context, e *entry) error {
+func (s *Plane) waitReady(ctx context.Context, e *entry) error {
 	id := s.record(e).ID
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()

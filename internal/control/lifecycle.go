@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httputil"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +27,7 @@ type entry struct {
 	// recover) on this sandbox; it is held across provider calls.
 	op sync.Mutex
 
-	// Guarded by Server.mu.
+	// Guarded by Plane.mu.
 	rec     store.Record
 	removed bool
 	// removing is set while Remove runs: the death the removal causes
@@ -42,9 +41,9 @@ type entry struct {
 	recovering bool
 
 	// Built once: the provider and token never change.
-	tr    *client.Transport
-	proxy *httputil.ReverseProxy
-	token string
+	tr     *client.Transport
+	daemon *Daemon
+	token  string
 }
 
 func (e *entry) closeIdle() {
@@ -54,7 +53,7 @@ func (e *entry) closeIdle() {
 }
 
 // lookup finds a client-visible sandbox by id or name.
-func (s *Server) lookup(idOrName string) (*entry, error) {
+func (s *Plane) lookup(idOrName string) (*entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.sandboxes[idOrName]; ok && e.rec.Pool == "" {
@@ -69,7 +68,7 @@ func (s *Server) lookup(idOrName string) (*entry, error) {
 }
 
 // record returns a copy of e's record.
-func (s *Server) record(e *entry) store.Record {
+func (s *Plane) record(e *entry) store.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return e.rec
@@ -79,7 +78,7 @@ func (s *Server) record(e *entry) store.Record {
 // happened, in one transaction, before the change shows in memory: whoever
 // sees the new status sees its event. It fails with errGone when the
 // sandbox was removed meanwhile.
-func (s *Server) update(e *entry, change func(r *store.Record), evs ...store.Event) (store.Record, error) {
+func (s *Plane) update(e *entry, change func(r *store.Record), evs ...store.Event) (store.Record, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -101,7 +100,7 @@ func (s *Server) update(e *entry, change func(r *store.Record), evs ...store.Eve
 
 // event appends to the sandbox's lifecycle log when no record changes with
 // it; a failure to record is logged, not fatal.
-func (s *Server) event(id string, kind wire.EventKind, reason, message string) {
+func (s *Plane) event(id string, kind wire.EventKind, reason, message string) {
 	if _, err := s.db.AppendEvent(id, newEvent(kind, reason, message)); err != nil {
 		s.log.Warn("recording a sandbox event", "sandbox", id, "kind", kind, "err", err)
 	}
@@ -112,7 +111,7 @@ func newEvent(kind wire.EventKind, reason, message string) store.Event {
 }
 
 // add registers a new entry, refusing a name already in use.
-func (s *Server) add(rec store.Record) (*entry, error) {
+func (s *Plane) add(rec store.Record) (*entry, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if rec.Pool == "" {
@@ -135,7 +134,7 @@ func (s *Server) add(rec store.Record) (*entry, error) {
 
 // named returns the client-visible sandbox whose name or id is name, if
 // any. s.writeMu is held, so no name changes meanwhile.
-func (s *Server) named(name string) *store.Record {
+func (s *Plane) named(name string) *store.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.sandboxes {
@@ -148,7 +147,7 @@ func (s *Server) named(name string) *store.Record {
 }
 
 // forget drops e from memory and the registry.
-func (s *Server) forget(e *entry) error {
+func (s *Plane) forget(e *entry) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -161,7 +160,7 @@ func (s *Server) forget(e *entry) error {
 }
 
 // specOf builds the provider spec of a record.
-func (s *Server) specOf(r store.Record) sandbox.Spec {
+func (s *Plane) specOf(r store.Record) sandbox.Spec {
 	return sandbox.Spec{
 		ID:           r.ID,
 		Name:         r.Name,
@@ -184,7 +183,7 @@ func (s *Server) specOf(r store.Record) sandbox.Spec {
 }
 
 // validate checks a create request and returns the record it asks for.
-func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
+func (s *Plane) validate(req wire.CreateSandbox) (store.Record, error) {
 	p, err := s.provider(req.Provider)
 	if err != nil {
 		return store.Record{}, err
@@ -233,7 +232,7 @@ func (s *Server) validate(req wire.CreateSandbox) (store.Record, error) {
 
 // Create creates a sandbox, from the warm pool when one matches. A
 // provider's warning about it (no isolation, ignored limits) is in Message.
-func (s *Server) Create(ctx context.Context, req wire.CreateSandbox) (wire.Sandbox, error) {
+func (s *Plane) Create(ctx context.Context, req wire.CreateSandbox) (wire.Sandbox, error) {
 	rec, err := s.validate(req)
 	if err != nil {
 		return wire.Sandbox{}, err
@@ -255,7 +254,7 @@ func (s *Server) Create(ctx context.Context, req wire.CreateSandbox) (wire.Sandb
 
 // provision asks the provider to create e (already in the registry with
 // status creating). On failure everything made for it is removed.
-func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) {
+func (s *Plane) provision(ctx context.Context, e *entry) (store.Record, error) {
 	e.op.Lock()
 	defer e.op.Unlock()
 	rec := s.record(e)
@@ -299,8 +298,8 @@ func (s *Server) provision(ctx context.Context, e *entry) (store.Record, error) 
 	return rec, nil
 }
 
-// Remove deletes a sandbox and everything made for it.
-func (s *Server) Remove(ctx context.Context, e *entry) error {
+// remove deletes a sandbox and everything made for it.
+func (s *Plane) remove(ctx context.Context, e *entry) error {
 	// Before the lock: a recovery waiting for it must find the sandbox
 	// being removed, and a death reported meanwhile must start none.
 	s.mu.Lock()
@@ -325,8 +324,8 @@ func (s *Server) Remove(ctx context.Context, e *entry) error {
 	return s.forget(e)
 }
 
-// Stop stops a sandbox; it stays stopped until Start.
-func (s *Server) Stop(ctx context.Context, e *entry) (store.Record, error) {
+// stop stops a sandbox; it stays stopped until start.
+func (s *Plane) stop(ctx context.Context, e *entry) (store.Record, error) {
 	e.op.Lock()
 	defer e.op.Unlock()
 	rec, err := s.update(e, func(r *store.Record) { r.Desired = desireStopped })
@@ -347,8 +346,8 @@ func (s *Server) Stop(ctx context.Context, e *entry) (store.Record, error) {
 	}, newEvent(wire.EventStopped, "", ""))
 }
 
-// Start starts a stopped (or failed) sandbox.
-func (s *Server) Start(ctx context.Context, e *entry) (store.Record, error) {
+// start starts a stopped (or failed) sandbox.
+func (s *Plane) start(ctx context.Context, e *entry) (store.Record, error) {
 	e.op.Lock()
 	defer e.op.Unlock()
 	rec, err := s.update(e, func(r *store.Record) { r.Desired = desireRunning })

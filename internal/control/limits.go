@@ -16,7 +16,7 @@ import (
 // the control plane's own, inside a --workspace-root when there are some.
 // A host workspace is replaced by the path it resolves to, which is what
 // the provider mounts.
-func (s *Server) checkRequest(req *wire.CreateSandbox) error {
+func (s *Plane) checkRequest(req *wire.CreateSandbox) error {
 	if req.Name != "" {
 		if err := sandbox.CheckName(req.Name); err != nil {
 			return err
@@ -56,7 +56,7 @@ func checkEnv(k, v string) error {
 	return nil
 }
 
-func (s *Server) workspacePolicy() sandbox.WorkspacePolicy {
+func (s *Plane) workspacePolicy() sandbox.WorkspacePolicy {
 	state, err := filepath.Abs(s.opts.StateDir)
 	if err != nil {
 		state = s.opts.StateDir
@@ -66,7 +66,7 @@ func (s *Server) workspacePolicy() sandbox.WorkspacePolicy {
 
 // checkRoom refuses a new client sandbox once MaxSandboxes exist. Called
 // with s.writeMu held, so that two creates cannot both take the last place.
-func (s *Server) checkRoom() error {
+func (s *Plane) checkRoom() error {
 	if s.opts.MaxSandboxes <= 0 {
 		return nil
 	}

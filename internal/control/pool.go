@@ -15,12 +15,12 @@ import (
 // like any sandbox, with Record.Pool set to their image, and are invisible
 // to clients until a create claims one.
 type pool struct {
-	s    *Server
+	s    *Plane
 	want map[string]int
 	kick chan struct{}
 }
 
-func newPool(s *Server, want map[string]int) *pool {
+func newPool(s *Plane, want map[string]int) *pool {
 	return &pool{s: s, want: want, kick: make(chan struct{}, 1)}
 }
 
@@ -111,7 +111,7 @@ func (p *pool) run(ctx context.Context) {
 			}
 			var err error
 			if extra != nil {
-				err = p.s.Remove(ctx, extra)
+				err = p.s.remove(ctx, extra)
 			} else {
 				err = p.add(ctx, image)
 			}
@@ -212,9 +212,9 @@ func (p *pool) add(ctx context.Context, image string) error {
 const defaultSession = "main"
 
 // DrainPool stops filling the warm pool and removes its unclaimed
-// sandboxes. Without it, pool sandboxes outlive the Server like any other
+// sandboxes. Without it, pool sandboxes outlive the Plane like any other
 // and the next one on the same state dir re-adopts them.
-func (s *Server) DrainPool(ctx context.Context) error {
+func (s *Plane) DrainPool(ctx context.Context) error {
 	s.mu.Lock()
 	s.pool.want = nil
 	var members []*entry
@@ -226,7 +226,7 @@ func (s *Server) DrainPool(ctx context.Context) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, e := range members {
-		if err := s.Remove(ctx, e); err != nil {
+		if err := s.remove(ctx, e); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -234,7 +234,7 @@ func (s *Server) DrainPool(ctx context.Context) error {
 }
 
 // PoolReady counts the pool sandboxes of image ready to be claimed.
-func (s *Server) PoolReady(image string) int {
+func (s *Plane) PoolReady(image string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0

@@ -23,10 +23,8 @@ import (
 // newEntry builds the in-memory side of a sandbox: a transport that reaches
 // its limbsd through its provider's Dial (which checks who answers before
 // the token goes out; connections are kept alive: once per connection, not
-// per request) and a reverse proxy that forwards /v1/sandboxes/{id}/X to
-// limbsd's /v1/X with the sandbox's own token. ReverseProxy passes
-// WebSocket upgrades through, so attach and watch work unchanged.
-func (s *Server) newEntry(rec store.Record) *entry {
+// per request), and the Daemon that Dial hands out.
+func (s *Plane) newEntry(rec store.Record) *entry {
 	id := rec.ID
 	dial := func(ctx context.Context) (net.Conn, error) {
 		return nil, fmt.Errorf("sandbox %s: its provider %s is not available: start limbs serve with it: %w", id, rec.Provider, wire.ErrUnavailable)
@@ -38,32 +36,42 @@ func (s *Server) newEntry(rec store.Record) *entry {
 	// net/http's would hand it to two more goroutines per hop.
 	tr := client.NewTransport(dial)
 	e := &entry{rec: rec, tr: tr, token: rec.Token}
-	auth := "Bearer " + rec.Token
-	apiBase := "/v1/sandboxes/" + rec.ID
-	e.proxy = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = "limbsd"
-			pr.Out.Host = "limbsd"
-			pr.Out.URL.Path = "/v1/" + forwardedPath(pr.In.URL.Path)
-			pr.Out.URL.RawPath = ""
-			pr.Out.Header.Set("Authorization", auth)
-			// Paths limbsd names (the note of a truncated output) are
-			// under this sandbox here.
-			pr.Out.Header.Set("X-Limbs-Api-Base", apiBase)
-		},
-		Transport: tr,
-		// FlushInterval stays 0: ReverseProxy already flushes streams
-		// (SSE, bodies of unknown length such as /output) at once, and
-		// flushing every response would cost a write per request.
-		// Without a pool every forwarded request allocates a 32 KiB copy
-		// buffer: most of the forwarding cost on the exec round trip.
-		BufferPool: copyBuffers,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.unreachable(w, r, e, err)
-		},
-	}
+	e.daemon = newDaemon(s, e)
 	return e
+}
+
+// forwarder returns the reverse proxy that forwards /v1/sandboxes/{id}/X
+// to d's /v1/X with the sandbox's own token, built once per sandbox.
+// ReverseProxy passes WebSocket upgrades through, so attach and watch work
+// unchanged.
+func (s *Server) forwarder(d *Daemon) *httputil.ReverseProxy {
+	d.fwdOnce.Do(func() {
+		apiBase := "/v1/sandboxes/" + d.id
+		d.fwd = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.Out.URL.Scheme = "http"
+				pr.Out.URL.Host = "limbsd"
+				pr.Out.Host = "limbsd"
+				pr.Out.URL.Path = "/v1/" + forwardedPath(pr.In.URL.Path)
+				pr.Out.URL.RawPath = ""
+				d.Authorize(pr.Out.Header)
+				// Paths limbsd names (the note of a truncated output) are
+				// under this sandbox here.
+				pr.Out.Header.Set("X-Limbs-Api-Base", apiBase)
+			},
+			Transport: d,
+			// FlushInterval stays 0: ReverseProxy already flushes streams
+			// (SSE, bodies of unknown length such as /output) at once, and
+			// flushing every response would cost a write per request.
+			// Without a pool every forwarded request allocates a 32 KiB copy
+			// buffer: most of the forwarding cost on the exec round trip.
+			BufferPool: copyBuffers,
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				s.unreachable(w, r, d, err)
+			},
+		}
+	})
+	return d.fwd
 }
 
 // copyBuffers are the reverse proxies' copy buffers, shared by all
@@ -85,17 +93,12 @@ func forwardedPath(p string) string {
 }
 
 func (s *Server) handleForward(w http.ResponseWriter, r *http.Request) {
-	e, err := s.lookup(r.PathValue("id"))
+	d, err := s.Dial(r.Context(), r.PathValue("id"))
 	if err != nil {
 		wire.WriteError(w, err)
 		return
 	}
-	rec := s.record(e)
-	if rec.Status != wire.SandboxRunning {
-		wire.WriteError(w, notRunning(rec))
-		return
-	}
-	e.proxy.ServeHTTP(w, r)
+	s.forwarder(d).ServeHTTP(w, r)
 }
 
 // notRunning says why a sandbox cannot take requests and what to do.
@@ -114,7 +117,7 @@ func notRunning(rec store.Record) error {
 
 // unreachable answers a forwarded request whose sandbox did not answer: a
 // 503 with the sandbox's state and the reason, never a bare 502.
-func (s *Server) unreachable(w http.ResponseWriter, r *http.Request, e *entry, err error) {
+func (s *Server) unreachable(w http.ResponseWriter, r *http.Request, d *Daemon, err error) {
 	if r.Context().Err() != nil {
 		return // the client left; nobody reads the answer
 	}
@@ -122,14 +125,21 @@ func (s *Server) unreachable(w http.ResponseWriter, r *http.Request, e *entry, e
 		wire.WriteError(w, tl) // a chunked body cut by guardBody
 		return
 	}
+	wire.WriteError(w, d.Explain(r.Context(), err))
+}
+
+// Explain turns err, the failure of a request to the daemon, into an
+// error wrapping wire.ErrUnavailable that says what state the sandbox is
+// in and what to do: retry, start it, or inspect it.
+func (d *Daemon) Explain(ctx context.Context, err error) error {
+	s, e := d.p, d.e
 	rec := s.record(e)
 	if rec.Status != wire.SandboxRunning {
-		wire.WriteError(w, notRunning(rec))
-		return
+		return notRunning(rec)
 	}
 	reason := ""
 	if p, perr := s.provider(rec.Provider); perr == nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		inst, ierr := p.Inspect(ctx, rec.ID)
 		cancel()
 		if ierr == nil && !inst.State.Running {
@@ -141,14 +151,12 @@ func (s *Server) unreachable(w http.ResponseWriter, r *http.Request, e *entry, e
 	}
 	s.log.Warn("sandbox daemon unreachable", "sandbox", rec.ID, "err", err, "reason", reason)
 	if errors.Is(err, sandbox.ErrImpostor) {
-		wire.WriteError(w, fmt.Errorf("limbsd socket of sandbox %s: %v: %w", rec.ID, err, wire.ErrUnavailable))
-		return
+		return fmt.Errorf("limbsd socket of sandbox %s: %v: %w", rec.ID, err, wire.ErrUnavailable)
 	}
 	if reason != "" {
-		wire.WriteError(w, fmt.Errorf("sandbox %s stopped (%s) during the request; limbs serve is bringing it back: retry in a few seconds: %w", rec.ID, reason, wire.ErrUnavailable))
-		return
+		return fmt.Errorf("sandbox %s stopped (%s) during the request; limbs serve is bringing it back: retry in a few seconds: %w", rec.ID, reason, wire.ErrUnavailable)
 	}
-	wire.WriteError(w, fmt.Errorf("sandbox %s is running but its daemon did not answer (%v); retry in a few seconds, and see `limbs sandbox inspect %s`: %w", rec.ID, err, rec.ID, wire.ErrUnavailable))
+	return fmt.Errorf("sandbox %s is running but its daemon did not answer (%v); retry in a few seconds, and see `limbs sandbox inspect %s`: %w", rec.ID, err, rec.ID, wire.ErrUnavailable)
 }
 
 // healthy asks the sandbox's limbsd for its health once.

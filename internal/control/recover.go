@@ -23,7 +23,7 @@ var recoverBackoff = time.Second
 // report for this instance: known sandboxes are re-adopted, those the
 // registry does not know are orphans of an earlier run and are removed.
 // Nothing without this instance's label is ever looked at.
-func (s *Server) reconcile(ctx, bg context.Context) error {
+func (s *Plane) reconcile(ctx, bg context.Context) error {
 	recs, err := s.db.List()
 	if err != nil {
 		return fmt.Errorf("reading the registry: %w", err)
@@ -81,7 +81,7 @@ func (s *Server) reconcile(ctx, bg context.Context) error {
 }
 
 // adopt takes back a sandbox this instance created before a restart.
-func (s *Server) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandbox.Instance) {
+func (s *Plane) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandbox.Instance) {
 	rec := e.rec
 	switch {
 	case rec.Status == wire.SandboxCreating:
@@ -113,7 +113,7 @@ func (s *Server) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandb
 }
 
 // watch turns provider events into recoveries.
-func (s *Server) watch(ctx context.Context, evs <-chan sandbox.Event) {
+func (s *Plane) watch(ctx context.Context, evs <-chan sandbox.Event) {
 	for {
 		var ev sandbox.Event
 		var ok bool
@@ -150,7 +150,7 @@ func (s *Server) watch(ctx context.Context, evs <-chan sandbox.Event) {
 // that no one reads its old status meanwhile, and brings it back in the
 // background. A sandbox already being recovered, stopped on purpose or
 // still being created is left alone.
-func (s *Server) goRecover(ctx context.Context, e *entry, reason string) {
+func (s *Plane) goRecover(ctx context.Context, e *entry, reason string) {
 	s.mu.Lock()
 	busy := e.recovering || e.removed || e.removing || e.rec.Desired != desireRunning || e.rec.Status == wire.SandboxCreating
 	if !busy {
@@ -183,7 +183,7 @@ func (s *Server) goRecover(ctx context.Context, e *entry, reason string) {
 	}()
 }
 
-func (s *Server) doneRecovering(e *entry) {
+func (s *Plane) doneRecovering(e *entry) {
 	s.mu.Lock()
 	e.recovering = false
 	s.mu.Unlock()
@@ -194,7 +194,7 @@ func (s *Server) doneRecovering(e *entry) {
 // again; the sandbox's status says what happened meanwhile. The lifecycle
 // lock is held per attempt, not across the backoff, so that a stop or a
 // remove meanwhile wins.
-func (s *Server) recover(ctx context.Context, e *entry, reason, when string) {
+func (s *Plane) recover(ctx context.Context, e *entry, reason, when string) {
 	backoff := recoverBackoff
 	for attempt := 1; ; attempt++ {
 		done, err := s.recoverAttempt(ctx, e, reason, when)
@@ -220,7 +220,7 @@ func (s *Server) recover(ctx context.Context, e *entry, reason, when string) {
 
 // recoverAttempt makes one attempt; done is true when there is nothing more
 // to do (recovered, or no longer wanted).
-func (s *Server) recoverAttempt(ctx context.Context, e *entry, reason, when string) (done bool, err error) {
+func (s *Plane) recoverAttempt(ctx context.Context, e *entry, reason, when string) (done bool, err error) {
 	e.op.Lock()
 	defer e.op.Unlock()
 	s.mu.Lock()

@@ -10,8 +10,6 @@ package runtime
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/shell"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -44,11 +43,11 @@ type Options struct {
 
 // Server is the limbsd HTTP API. It implements http.Handler.
 type Server struct {
-	opts      Options
-	tokenHash [sha256.Size]byte
-	mux       *http.ServeMux
-	log       *slog.Logger
-	routes    []route
+	opts   Options
+	token  endpoint.Token
+	mux    *http.ServeMux
+	log    *slog.Logger
+	routes []route
 }
 
 // route is one documented endpoint; the table drives the mux, the 405
@@ -66,7 +65,7 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.tokenHash = sha256.Sum256([]byte(opts.Token))
+	s.token = endpoint.NewToken(opts.Token)
 	s.routes = []route{
 		{"GET", "/v1/health", true, s.health},
 		{"POST", "/v1/sessions", false, s.createSession},
@@ -136,19 +135,7 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
-		return false
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return false
-	}
-	// Comparing hashes keeps the comparison constant-time even in the
-	// token's length.
-	h := sha256.Sum256([]byte(strings.TrimSpace(got)))
-	return subtle.ConstantTimeCompare(h[:], s.tokenHash[:]) == 1
-}
+func (s *Server) authorized(r *http.Request) bool { return s.token.Check(r) }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	seen := map[string]bool{}
@@ -178,14 +165,22 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	wire.WriteError(w, err)
 }
 
-// decode reads a JSON body of at most maxBody bytes into v, strictly.
-func decode(r *http.Request, v any, allowEmpty bool) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return fmt.Errorf("reading request body: %v: %w", err, wire.ErrBadRequest)
+// decode reads a JSON body of at most maxBody bytes into v, strictly. A
+// body declared larger is refused unread, and the connection closed after
+// the answer so that nothing reads it. The body is read to its end before
+// decoding: only then does net/http watch the connection, so that the
+// request's context ends when the client leaves.
+func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	if err := wire.LimitBody(w, r, maxBody); err != nil {
+		w.Header().Set("Connection", "close")
+		return err
 	}
-	if len(b) > maxBody {
-		return fmt.Errorf("request body over %d bytes: %w; put large content in a file with PUT /v1/files and refer to it", maxBody, wire.ErrTooLarge)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		if tl := wire.TooLarge(err); tl != nil {
+			return tl
+		}
+		return fmt.Errorf("reading request body: %v: %w", err, wire.ErrBadRequest)
 	}
 	if allowEmpty && len(bytes.TrimSpace(b)) == 0 {
 		return nil

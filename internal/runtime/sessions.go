@@ -41,7 +41,7 @@ const APIBaseHeader = "X-Limbs-Api-Base"
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req wire.CreateSession
-	if err := decode(r, &req, true); err != nil {
+	if err := decode(w, r, &req, true); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -87,7 +87,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 // the values lives in package shell, next to their meaning.
 func serveCall[Req, Resp any](s *Server, w http.ResponseWriter, r *http.Request, allowEmpty bool, call func(*shell.Session, context.Context, Req) (Resp, error)) {
 	var req Req
-	if err := decode(r, &req, allowEmpty); err != nil {
+	if err := decode(w, r, &req, allowEmpty); err != nil {
 		s.fail(w, r, err)
 		return
 	}
