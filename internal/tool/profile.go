@@ -70,6 +70,19 @@ func Profile(name string, sh *Shell, files Files) ([]Spec, error) {
 	return nil, fmt.Errorf("unknown tool profile %q: use one of %s", name, strings.Join(ProfileNames(), ", "))
 }
 
+// minYield is the shortest wait a profile asks limbsd for: a yield of 0
+// would block until the command ends, while a model that gives 0 means
+// "return at once".
+const minYield = 0.1
+
+func atLeastMin(y *float64) *float64 {
+	if y == nil || *y >= minYield {
+		return y
+	}
+	m := minYield
+	return &m
+}
+
 // busyCommand is the command the Shell last saw running in sid ("" none).
 func (sh *Shell) busyCommand(sid string) string {
 	sh.mu.Lock()

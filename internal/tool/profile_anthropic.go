@@ -105,9 +105,9 @@ func (a *anthropicBash) Run(ctx context.Context, in BashInput) (Result[ShellOutp
 	case last.WaitingForInput || last.screen != "" || isSpecialKey(in.Command):
 		r, err = sh.Input(ctx, lineInput(in.Command, last.screen != ""))
 	default:
-		zero := 0.0
+		now := minYield
 		var w Result[WaitOutput]
-		w, err = sh.Wait(ctx, WaitInput{Yield: &zero})
+		w, err = sh.Wait(ctx, WaitInput{Yield: &now})
 		r = one(w)
 		notRun = ("[your command was not run: the previous command is still running (above is what it printed since the last result). Call bash with an empty command to wait for it, with command \"C-c\" to interrupt it, or restart: true to kill it; then run yours]")
 	}
@@ -130,6 +130,8 @@ func (a *anthropicBash) text(o ShellOutput, notRun string) string {
 		status = lines(endLine(o), shellNote(o))
 	}
 	switch {
+	case notRun != "" && o.Status == "running" && o.screen == "" && !o.WaitingForInput:
+		status = notRun
 	case notRun != "" && o.Status == "running":
 		status = lines(status, notRun)
 	case notRun != "":

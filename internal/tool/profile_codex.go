@@ -89,10 +89,7 @@ func msToSeconds(ms *float64) *float64 {
 		return nil
 	}
 	s := *ms / 1000
-	if s < 0 {
-		s = 0
-	}
-	return &s
+	return atLeastMin(&s)
 }
 
 // shellQuote quotes s for bash.
@@ -190,6 +187,9 @@ func (c *codexExec) result(o ShellOutput, maxTokens *float64) Result[CodexOutput
 	cut := false
 	if maxTokens != nil && *maxTokens > 0 && o.screen == "" {
 		shown.Output, cut = cutMiddle(o.Output, int(*maxTokens)*4)
+	}
+	if cut { // the Shell's ranges no longer describe what is shown
+		shown.Shown, shown.Truncated = nil, true
 	}
 	if o.Truncated || cut {
 		out.OriginalTokenCount = (o.OutputBytes + 3) / 4

@@ -87,6 +87,7 @@ func (o *openHandsBash) Run(ctx context.Context, in ExecuteBashInput) (Result[Sh
 	if err != nil {
 		return Result[ShellOutput]{}, err
 	}
+	in.Timeout = atLeastMin(in.Timeout)
 	command := strings.TrimSpace(in.Command)
 	running := sh.busyCommand(sid)
 	last := o.lastOut()
@@ -108,9 +109,9 @@ func (o *openHandsBash) Run(ctx context.Context, in ExecuteBashInput) (Result[Sh
 		input.Yield = in.Timeout
 		r, err = sh.Input(ctx, input)
 	default:
-		zero := 0.0
+		now := minYield
 		var w Result[WaitOutput]
-		w, err = sh.Wait(ctx, WaitInput{Yield: &zero})
+		w, err = sh.Wait(ctx, WaitInput{Yield: &now})
 		r = one(w)
 		notExecuted = true
 	}
@@ -143,7 +144,7 @@ func (o *openHandsBash) text(out ShellOutput, in ExecuteBashInput, continued, no
 		if in.Timeout != nil {
 			note = fmt.Sprintf("[The command timed out after %g seconds; it is still running. %s]", *in.Timeout, openHandsMore)
 		} else {
-			note = fmt.Sprintf("[The command is still running after %g seconds. %s]", out.YieldSeconds, openHandsMore)
+			note = fmt.Sprintf("[The command has not finished after %g seconds; it is still running. %s]", out.YieldSeconds, openHandsMore)
 		}
 	case out.Status == "running":
 	default:
