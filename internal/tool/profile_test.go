@@ -177,3 +177,46 @@ func TestSplitKeys(t *testing.T) {
 		t.Errorf("rawChars = %q", got)
 	}
 }
+
+// TestOpenHandsEditor: str_replace_editor maps OpenHands' parameters onto
+// the Editor: insert takes new_str, undo_edit reverts, security_risk is
+// accepted, and an unknown command names this tool.
+func TestOpenHandsEditor(t *testing.T) {
+	files := newMem(nil)
+	specs, err := Profile("openhands", NewShell(noSessions{}, ShellOptions{}), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ed Spec
+	for _, s := range specs {
+		if s.Name == "str_replace_editor" {
+			ed = s
+		}
+	}
+	call := func(args string) CallResult {
+		t.Helper()
+		r, err := ed.Call(context.Background(), json.RawMessage(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := call(`{"command": "create", "path": "/w/a.txt", "file_text": "one\n\tthree\n", "security_risk": "LOW"}`); r.IsError {
+		t.Fatal(r.Text)
+	}
+	if r := call(`{"command": "insert", "path": "/w/a.txt", "insert_line": 1, "new_str": "two", "security_risk": "LOW"}`); r.IsError {
+		t.Fatal(r.Text)
+	}
+	if got, _ := files.get("/w/a.txt"); got != "one\ntwo\n\tthree\n" {
+		t.Fatalf("after insert: %q", got)
+	}
+	if r := call(`{"command": "undo_edit", "path": "/w/a.txt", "security_risk": "LOW"}`); r.IsError || !strings.Contains(r.Text, "undone") {
+		t.Fatal(r.Text)
+	}
+	if got, _ := files.get("/w/a.txt"); got != "one\n\tthree\n" {
+		t.Fatalf("after undo: %q", got)
+	}
+	if r := call(`{"command": "delete", "path": "/w/a.txt", "security_risk": "LOW"}`); !r.IsError || !strings.Contains(r.Text, "str_replace_editor tool") {
+		t.Fatalf("unknown command: %+v", r)
+	}
+}
