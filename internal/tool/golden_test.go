@@ -262,7 +262,7 @@ func relResult(r wire.Result) wire.Result {
 }
 
 var (
-	sessionID = regexp.MustCompile(`s_[0-9A-Za-z_-]{4,}`)
+	sessionID = regexp.MustCompile(`\bs_[0-9A-Za-z_-]{4,}`)
 	took      = regexp.MustCompile(`(took|still running after) [0-9.]+ m?s`)
 	durMs     = regexp.MustCompile(`"duration_ms": [0-9]+`)
 	jobPid    = regexp.MustCompile(`\[(\d+)\] \d+`)

@@ -81,11 +81,11 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 	if running && r.AltScreen {
 		sh.fullScreen(&out, c, r, scr)
 		line("[%s shows a %s on the terminal; its screen now:]", programOr(out.Program, "a program"), screenWord(out.OnScreen))
+		out.screen = text
 		if scr != nil {
-			b.WriteString(withNL(excerpt(scr.Lines, maxExcerptRows)))
-		} else {
-			b.WriteString(withNL(text))
+			out.screen = excerpt(scr.Lines, maxExcerptRows)
 		}
+		b.WriteString(withNL(out.screen))
 	} else {
 		b.WriteString(withNL(text))
 	}

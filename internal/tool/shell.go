@@ -220,6 +220,10 @@ type ShellOutput struct {
 	YieldSeconds float64    `json:"yield_seconds,omitempty"`
 	YieldClass   YieldClass `json:"yield_class,omitempty"`
 	Timeout      float64    `json:"timeout,omitempty"`
+
+	// screen is the screen excerpt the text shows of a program on the
+	// alternate screen (for the profiles, which write their own text).
+	screen string
 }
 
 // WaitOutput is the structured result of shell_wait: one ShellOutput per
