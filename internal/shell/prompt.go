@@ -55,7 +55,7 @@ func (p *proc) firstLearned() chan struct{} {
 
 // firstPromptWait bounds how long a new shell's first caller waits for its
 // first prompt to be sampled.
-const firstPromptWait = 200 * time.Millisecond
+const firstPromptWait = time.Second
 
 // awaitFirstPrompt lets the learner of the first prompt sample it before
 // the caller types anything.
@@ -75,14 +75,35 @@ func (p *proc) awaitFirstPrompt() {
 // learnIdle samples the shell while no command runs and nothing is being
 // typed (s.mu held by the caller, before it types): idle, it sleeps at its
 // prompt. It costs a few reads of /proc, and only until a prompt is known.
+//
+// While no prompt is known it waits for the shell to get there, up to
+// idleLearnWait: on a loaded machine the learners of the first prompt and
+// of proven ends can all miss it, and a shell whose prompt is unknown can
+// never have a lost end recovered (after `exec 251>&-` no proven end comes
+// again to learn from). It costs nothing once a prompt is known.
 func (p *proc) learnIdle() {
 	if !p.bash || nrPselect6 < 0 || p.knowsPrompt() {
 		return
 	}
-	if sp, ok := p.promptSP(); ok {
-		p.addPromptSP(sp)
+	deadline := time.Now().Add(idleLearnWait)
+	step := learnStep
+	for {
+		if sp, ok := p.promptSP(); ok {
+			p.addPromptSP(sp)
+			return
+		}
+		if isClosed(p.done) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(step)
+		step = min(2*step, learnMax)
 	}
 }
+
+// idleLearnWait bounds how long a command waits, once per shell process,
+// for an idle shell to fall asleep at its prompt so that its prompt is
+// known.
+const idleLearnWait = time.Second
 
 func (p *proc) addPromptSP(sp uint64) {
 	p.prompt.mu.Lock()
