@@ -222,12 +222,12 @@ func BenchmarkLocalRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	var meta struct {
-		Spec struct{ Token, SocketDir string }
+		Spec struct{ Token string }
 	}
 	if err := json.Unmarshal(tok, &meta); err != nil {
 		b.Fatal(err)
 	}
-	direct, err := client.New("unix://"+filepath.Join(meta.Spec.SocketDir, "limbsd.sock"), meta.Spec.Token, "")
+	direct, err := client.New("unix://"+filepath.Join(dir, "sandboxes", sb.ID, "run", "limbsd.sock"), meta.Spec.Token, "")
 	if err != nil {
 		b.Fatal(err)
 	}
