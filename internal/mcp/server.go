@@ -115,7 +115,7 @@ func NewServer(sessions tool.Sessions, files tool.Files, opts Options) (*sdk.Ser
 		_, _ = rand.Read(b)
 		opts.Shell.Session.Name = "mcp-" + hex.EncodeToString(b)
 	}
-	c := &conn{opts: opts, raw: sessions}
+	c := &conn{opts: opts, raw: sessions, polls: map[string]*poll{}}
 	c.sh = tool.NewShell(&watched{Sessions: sessions, c: c}, opts.Shell)
 	specs, err := opts.Tools(c.sh, files)
 	if err != nil {
@@ -173,6 +173,15 @@ type conn struct {
 	opts Options
 	raw  tool.Sessions // not wrapped: for the progress observer and cleanup
 	sh   *tool.Shell
+
+	mu    sync.Mutex       // guards polls
+	polls map[string]*poll // session id (as the Shell names it) -> its long-poll
+}
+
+// poll is a long-poll (exec, input or wait) of a session by a tool call.
+type poll struct {
+	cl   *call
+	done chan struct{} // closed when it returned and, if cancelled, its command was interrupted
 }
 
 // sdkTool is the MCP description of s.
@@ -285,8 +294,49 @@ func (c *conn) follow(ctx context.Context, id string, f func(context.Context) (w
 	if cl == nil {
 		return f(ctx)
 	}
+	c.mu.Lock()
+	prev := c.polls[id]
+	c.mu.Unlock()
+	if prev != nil && prev.cl.ctx.Err() != nil {
+		// The client cancelled the previous call on this session (the
+		// notification is handled before the next request is read) and
+		// its command is being interrupted: wait for that, so that this
+		// call finds the session free instead of busy.
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return wire.Result{}, ctx.Err()
+		}
+	}
+	p := &poll{cl: cl, done: make(chan struct{})}
+	c.mu.Lock()
+	c.polls[id] = p
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.polls[id] == p {
+			delete(c.polls, id)
+		}
+		c.mu.Unlock()
+		close(p.done)
+	}()
 	stop := c.observe(ctx, cl, id)
 	r, err := f(ctx)
+	if errors.Is(err, wire.ErrBusy) && prev != nil {
+		// Over HTTP the cancellation of the previous call travels on a
+		// request of its own and can be overtaken by this one: give it
+		// a moment to arrive before answering busy.
+		select {
+		case <-prev.cl.ctx.Done():
+			select {
+			case <-prev.done:
+				r, err = f(ctx)
+			case <-ctx.Done():
+			}
+		case <-time.After(cancelGrace):
+		case <-ctx.Done():
+		}
+	}
 	stop()
 	if err != nil && cl.ctx.Err() != nil {
 		// The MCP call was cancelled (not only this poll: shell_wait
@@ -300,6 +350,10 @@ func (c *conn) follow(ctx context.Context, id string, f func(context.Context) (w
 	}
 	return r, err
 }
+
+// cancelGrace is how long a call that finds its session busy waits for
+// the cancellation of the call that made it busy.
+const cancelGrace = 2 * time.Second
 
 // observe starts the progress observer of one long-poll of session id,
 // when the call has a progress token; the func it returns stops it.
