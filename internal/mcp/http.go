@@ -153,7 +153,7 @@ func (h *Handler) handler(sandbox string) *sdk.StreamableHTTPHandler {
 			h.opts.Logger.Warn("building an MCP server", "sandbox", sandbox, "err", err)
 			return nil
 		}
-		return srv
+		return srv.Server
 	}, &sdk.StreamableHTTPOptions{Logger: h.opts.Logger, SessionTimeout: h.opts.SessionTimeout})
 	h.handlers[sandbox] = s
 	return s

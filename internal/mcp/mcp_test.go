@@ -222,6 +222,25 @@ func TestMCP(t *testing.T) {
 				cs = connectStdio(t, l, p)
 			}
 			scenarios(t, cs, l, p)
+			t.Run("close ends the default session", func(t *testing.T) {
+				cs.Close()
+				testbin.Eventually(t, "the default session is closed", 30*time.Second, func() bool {
+					c, err := client.New("unix://"+l.Sock, l.Token, "")
+					if err != nil {
+						t.Fatal(err)
+					}
+					ss, err := c.ListSessions(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, s := range ss {
+						if strings.HasPrefix(s.Name, "mcp-") {
+							return false
+						}
+					}
+					return true
+				})
+			})
 		})
 	}
 }

@@ -93,11 +93,29 @@ type Options struct {
 // holds; shell_read pages through the rest.
 const MaxResourceBytes = 1 << 20
 
+// Server is the MCP server of one MCP session: the SDK's server with the
+// tools of its own Shell.
+type Server struct {
+	*sdk.Server
+	c *conn
+}
+
+// Run serves the MCP session on t (stdio: &sdk.StdioTransport{}) until
+// the client goes away or ctx ends, then closes the default session
+// (unless Options.KeepDefaultSession).
+func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
+	err := s.Server.Run(ctx, t)
+	if !s.c.opts.KeepDefaultSession {
+		s.c.closeDefault()
+	}
+	return err
+}
+
 // NewServer returns the MCP server of one MCP session (one connection)
 // to a sandbox, reached through sessions and files (*client.Client and
-// its FileStore). Run it on one transport (Server.Run, or return it from
-// the getServer of a streamable HTTP handler for one session).
-func NewServer(sessions tool.Sessions, files tool.Files, opts Options) (*sdk.Server, error) {
+// its FileStore). Run it on one transport (Server.Run, or return its
+// SDK server from the getServer of a streamable HTTP handler).
+func NewServer(sessions tool.Sessions, files tool.Files, opts Options) (*Server, error) {
 	if opts.Tools == nil {
 		opts.Tools = Canonical
 	}
@@ -154,7 +172,7 @@ func NewServer(sessions tool.Sessions, files tool.Files, opts Options) (*sdk.Ser
 		MIMEType:    "text/plain",
 		URITemplate: "limbs://command/{session}/{command}/output",
 	}, c.readOutput)
-	return srv, nil
+	return &Server{Server: srv, c: c}, nil
 }
 
 const instructions = "limbs gives you persistent bash sessions in a sandbox. shell_run runs a command and answers when it ends or its yield passes; " +
