@@ -98,9 +98,14 @@ func newClient(p *progressLog) *sdk.Client {
 
 func connectHTTP(t *testing.T, url string, p *progressLog) *sdk.ClientSession {
 	t.Helper()
+	return connectHTTPToken(t, url, "serve-token", p)
+}
+
+func connectHTTPToken(t *testing.T, url, token string, p *progressLog) *sdk.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tr := &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"serve-token", http.DefaultTransport}}}
+	tr := &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
 	cs, err := newClient(p).Connect(ctx, tr, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -177,12 +182,8 @@ func call(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any)
 
 // running reports whether limbsd runs a command in the session named
 // name ("": in any session).
-func running(t *testing.T, l *testbin.Limbsd, name string) bool {
+func running(t *testing.T, c *client.Client, name string) bool {
 	t.Helper()
-	c, err := client.New("unix://"+l.Sock, l.Token, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ss, err := c.ListSessions(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +222,11 @@ func TestMCP(t *testing.T) {
 			} else {
 				cs = connectStdio(t, l, p)
 			}
-			scenarios(t, cs, l, p)
+			sb, err := client.New("unix://"+l.Sock, l.Token, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			scenarios(t, cs, sb, filepath.Join(l.Dir, "workspace"), p)
 			t.Run("close ends the default session", func(t *testing.T) {
 				cs.Close()
 				testbin.Eventually(t, "the default session is closed", 30*time.Second, func() bool {
@@ -245,8 +250,10 @@ func TestMCP(t *testing.T) {
 	}
 }
 
-func scenarios(t *testing.T, cs *sdk.ClientSession, l *testbin.Limbsd, p *progressLog) {
-	ws := filepath.Join(l.Dir, "workspace")
+// scenarios runs the acceptance scenarios through cs, in a sandbox that
+// sb reaches directly (to look at its sessions and files) and where ws is
+// a writable directory.
+func scenarios(t *testing.T, cs *sdk.ClientSession, sb *client.Client, ws string, p *progressLog) {
 	t.Run("list tools", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -298,8 +305,8 @@ func scenarios(t *testing.T, cs *sdk.ClientSession, l *testbin.Limbsd, p *progre
 	})
 
 	t.Run("vim", func(t *testing.T) {
-		if _, err := exec.LookPath("vim"); err != nil {
-			t.Skip("no vim on this machine")
+		if r := run(t, cs, map[string]any{"command": "command -v vim"}); r.out["exit_code"] != float64(0) {
+			t.Skip("no vim in the sandbox")
 		}
 		r := run(t, cs, map[string]any{"command": "vim -u NONE -N " + filepath.Join(ws, "vim.txt"), "yield": 3})
 		if r.out["on_screen"] != "full_screen" {
@@ -327,7 +334,7 @@ func scenarios(t *testing.T, cs *sdk.ClientSession, l *testbin.Limbsd, p *progre
 		if r.isError {
 			t.Fatal(r.text)
 		}
-		b, err := os.ReadFile(f)
+		b, _, err := sb.FileStore().ReadFile(context.Background(), f)
 		if err != nil || string(b) != "package x\n\nfunc f() {\n\tprintln(2)\n}\n" {
 			t.Errorf("the file after the edits: %q %v", b, err)
 		}
@@ -344,7 +351,7 @@ func scenarios(t *testing.T, cs *sdk.ClientSession, l *testbin.Limbsd, p *progre
 			_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "shell_run", Arguments: map[string]any{"command": "sleep 1000", "yield": 900}})
 			done <- err
 		}()
-		testbin.Eventually(t, "sleep 1000 runs", 30*time.Second, func() bool { return running(t, l, "") })
+		testbin.Eventually(t, "sleep 1000 runs", 30*time.Second, func() bool { return running(t, sb, "") })
 		cancel()
 		select {
 		case <-done:
@@ -374,7 +381,7 @@ func scenarios(t *testing.T, cs *sdk.ClientSession, l *testbin.Limbsd, p *progre
 			defer wg.Done()
 			ra = run(t, cs, map[string]any{"session": "par-a", "command": fmt.Sprintf("for i in $(seq 600); do [ -e %s ] && break; sleep 0.1; done; echo a-saw-b", flag), "yield": 50})
 		}()
-		testbin.Eventually(t, "session par-a runs", 30*time.Second, func() bool { return running(t, l, "par-a") })
+		testbin.Eventually(t, "session par-a runs", 30*time.Second, func() bool { return running(t, sb, "par-a") })
 		busy := run(t, cs, map[string]any{"session": "par-a", "command": "echo second"})
 		if !busy.isError {
 			t.Errorf("a second call on a busy session is not an error: %s", busy.text)
