@@ -133,14 +133,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), connKey{}, connected{ses, files}))
+		h.handler(sandbox, true).ServeHTTP(w, r)
+		return
 	}
-	h.handler(sandbox).ServeHTTP(w, r)
+	// A request of an MCP session: only a sandbox that had one.
+	s := h.handler(sandbox, false)
+	if s == nil {
+		wire.WriteError(w, fmt.Errorf("no MCP session of sandbox %q here: start one with an initialize request (POST without Mcp-Session-Id): %w", sandbox, wire.ErrNotFound))
+		return
+	}
+	s.ServeHTTP(w, r)
 }
 
-func (h *Handler) handler(sandbox string) *sdk.StreamableHTTPHandler {
+// handler returns the SDK handler of sandbox's MCP sessions, making it
+// when create is set.
+func (h *Handler) handler(sandbox string, create bool) *sdk.StreamableHTTPHandler {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s := h.handlers[sandbox]; s != nil {
+	if s := h.handlers[sandbox]; s != nil || !create {
 		return s
 	}
 	s := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
