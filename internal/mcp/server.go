@@ -205,7 +205,6 @@ type poll struct {
 // sdkTool is the MCP description of s.
 func sdkTool(s tool.Spec) *sdk.Tool {
 	destructive := s.Annotations.Destructive
-	openWorld := false
 	t := &sdk.Tool{
 		Name:        s.Name,
 		Description: s.Description,
@@ -214,7 +213,7 @@ func sdkTool(s tool.Spec) *sdk.Tool {
 			ReadOnlyHint:    s.Annotations.ReadOnly,
 			DestructiveHint: &destructive,
 			IdempotentHint:  s.Annotations.Idempotent,
-			OpenWorldHint:   &openWorld,
+			// OpenWorldHint stays unset (true): a sandbox may have a network.
 		},
 	}
 	if len(s.OutputSchema) > 0 {
