@@ -250,7 +250,7 @@ func (c *conn) handler(s tool.Spec) sdk.ToolHandler {
 				// interrupted (watched); nobody reads this answer.
 				return nil, ctx.Err()
 			}
-			c.opts.Logger.Warn("tool call failed", "tool", s.Name, "err", err)
+			c.opts.Logger.Warn("tool call failed", "tool", s.Name, "err", err) // the details, for the operator
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: failure(s.Name, err)}}}, nil
 		}
 		res := &sdk.CallToolResult{IsError: r.IsError, Content: []sdk.Content{&sdk.TextContent{Text: r.Text}}}
@@ -262,18 +262,20 @@ func (c *conn) handler(s tool.Spec) sdk.ToolHandler {
 }
 
 // failure is the model-facing text of a call that could not be carried
-// out at all: what happened, without the HTTP route, and what to do.
+// out at all: what happened, in words that name no HTTP route, and what
+// to do. The daemon's own words are kept up to their first "; " (after
+// which its hints name its API); an error that never reached it (a dial,
+// a timeout) is said to be one.
 func failure(name string, err error) string {
-	msg := err.Error()
-	// Client errors read "METHOD /route: cause; hint": keep the cause.
-	if i := strings.Index(msg, ": "); i > 0 && strings.Contains(msg[:i], " /") {
-		msg = msg[i+2:]
+	var re *wire.RemoteError
+	if errors.As(err, &re) {
+		msg, _, _ := strings.Cut(re.Message, "; ")
+		if errors.Is(err, wire.ErrGone) || errors.Is(err, wire.ErrUnavailable) {
+			return fmt.Sprintf("%s could not be carried out: the sandbox is not available (%s). Try again in a moment; if it stays so, the sandbox was stopped or removed.", name, msg)
+		}
+		return fmt.Sprintf("%s could not be carried out: the sandbox answered: %s. Try the call again; if it fails the same way, the person running this server should check the sandbox.", name, msg)
 	}
-	switch {
-	case errors.Is(err, wire.ErrGone), errors.Is(err, wire.ErrUnavailable):
-		return fmt.Sprintf("%s could not be carried out: the sandbox is not available (%s). Try again in a moment; if it stays so, the sandbox was stopped or removed.", name, msg)
-	}
-	return fmt.Sprintf("%s could not be carried out: %s. Try the call again; if it fails the same way, the sandbox is unreachable and the person running this server should check it.", name, msg)
+	return fmt.Sprintf("%s could not be carried out: the sandbox could not be reached. Try the call again in a moment; if it fails the same way, the sandbox is down and the person running this server should check it (its log has the details).", name)
 }
 
 // closeDefault closes the session's default limbs session, if it made one.
