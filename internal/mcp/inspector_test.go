@@ -34,6 +34,18 @@ func TestInspectorCLI(t *testing.T) {
 		}
 		t.Skip("no npx: the MCP Inspector CLI cannot run")
 	}
+	// Fetching the package needs the npm registry (or npm's cache, which
+	// scripts/ci-setup.sh fills): without either, only CI fails.
+	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer fcancel()
+	fetch := exec.CommandContext(fctx, npx, "-y", inspectorPkg, "--cli", "--help")
+	fetch.Env = append(os.Environ(), "npm_config_prefer_offline=true", "npm_config_update_notifier=false")
+	if out, err := fetch.CombinedOutput(); err != nil {
+		if os.Getenv(requireInspectorEnv) == "1" {
+			t.Fatalf("npx cannot run %s (%v) and %s=1 requires it; run scripts/ci-setup.sh to fetch it:\n%s", inspectorPkg, err, requireInspectorEnv, out)
+		}
+		t.Skipf("npx cannot run %s (no npm registry or cache?): %v\n%s", inspectorPkg, err, out)
+	}
 	l := testbin.StartLimbsd(t, false)
 	bin := testbin.Path(t, "limbs", false)
 	// A script, so that the inspector never reads limbs's flags as its own.
