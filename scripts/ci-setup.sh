@@ -25,4 +25,15 @@ say "bin/limbsd (static)"
 mkdir -p bin
 CGO_ENABLED=0 go build -o bin/limbsd ./cmd/limbsd
 
+# The MCP Inspector CLI (internal/mcp's TestInspectorCLI runs it; keep the
+# version in step with its inspectorPkg): fetched once into npm's cache,
+# bounded in time.
+say "MCP Inspector CLI (npm)"
+if command -v npx >/dev/null; then
+	timeout 300 npx -y @modelcontextprotocol/inspector@0.15.0 --cli --help >/dev/null ||
+		say "warning: fetching the MCP Inspector failed; TestInspectorCLI will fail under LIMBS_REQUIRE_INSPECTOR=1"
+else
+	say "warning: no npx (Node.js): TestInspectorCLI will fail under LIMBS_REQUIRE_INSPECTOR=1"
+fi
+
 say "ready: $(docker version --format 'engine {{.Server.Version}} (API {{.Server.APIVersion}})'), $(docker image inspect --format '{{index .RepoTags 0}}' limbs/base:latest), bin/limbsd"

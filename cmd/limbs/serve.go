@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -77,6 +78,7 @@ func runServe(ctx context.Context, args []string) int {
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "time a kept-alive connection may stay idle between requests")
 	bodyTimeout := fs.Duration("body-timeout", control.DefaultBodyTimeout, "time a request body may take to arrive (file and archive uploads excepted)")
 	maxDisk := fs.String("sandbox-max-disk", "", "most command output each sandbox keeps on disk, such as 1GiB (limbsd --max-disk; default: limbsd's, 1GiB); a create's max_disk_mb wins")
+	mcpFlags := addMCPServeFlags(fs)
 	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -120,7 +122,7 @@ func runServe(ctx context.Context, args []string) int {
 		provider: *providerName, pool: pool, limbsd: *limbsdPath, isolation: *isolation,
 		workspaceRoots: roots, maxSandboxes: *maxSandboxes, bodyTimeout: *bodyTimeout,
 		http:      control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},
-		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1],
+		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1], mcp: mcpFlags,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
 		return 1
@@ -137,6 +139,7 @@ type serveConfig struct {
 	bodyTimeout                                          time.Duration
 	http                                                 control.HTTPLimits
 	maxDiskMB, maxSessionDiskMB                          int64 // 0: limbsd's defaults
+	mcp                                                  *mcpServeFlags
 }
 
 // rootsFlag collects repeated --workspace-root DIR, each an existing
@@ -231,7 +234,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		return err
 	}
 	defer plane.Close()
-	hs := control.NewHTTPServer(control.NewServer(plane), cfg.http, log)
+	var h http.Handler = control.NewServer(plane)
+	if cfg.mcp != nil {
+		if h, err = cfg.mcp.mount(h, plane, token, log); err != nil {
+			return err
+		}
+	}
+	hs := control.NewHTTPServer(h, cfg.http, log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(control.LimitListener(ln, cfg.http.MaxConns)) }()
 	fmt.Fprintf(os.Stderr, "limbs serve: listening on %s (default provider %s, state dir %s)\n", cfg.listen, defaultProvider, cfg.stateDir)

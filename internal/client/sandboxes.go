@@ -26,6 +26,9 @@ func (c *Client) Sandbox(idOrName string) *Client {
 	return &sc
 }
 
+// Client is the control plane client these calls go through.
+func (s *Sandboxes) Client() *Client { return s.c }
+
 func sandboxPath(id, rest string) string {
 	return "/sandboxes/" + url.PathEscape(id) + rest
 }
