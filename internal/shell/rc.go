@@ -147,7 +147,10 @@ __limbs_z() {
 	fi
 	builtin unset __limbs_x __limbs_s
 	# One line written per name: as few functions as can be.
-	builtin declare -F __limbs_a __limbs_prompt __limbs_exit trap bind 1>&2 || . "$__LZ"
+	# The end file calls __limbs_z when __limbs_s is set, which it still
+	# is when builtin itself was disabled (enable -n builtin): __limbs_zd,
+	# set by assignment (no builtin), keeps that from recursing.
+	builtin declare -F __limbs_a __limbs_prompt __limbs_exit trap bind 1>&2 || { __limbs_zd=1; . "$__LZ"; __limbs_zd=; }
 	# The keys limbs types, in the emacs and the vi-insert keymaps
 	# whatever the editing mode (set -o vi needs no new binding), only
 	# when a bind may have changed them (the bind wrapper, the end file
@@ -271,7 +274,7 @@ trap() {
 # after it returns (bash puts back the caller's otherwise).
 builtin declare -ft trap
 __limbs_kd=1
-if [[ -n ${__limbs_s+x} ]]; then
+if [[ -n ${__limbs_s+x} && -z ${__limbs_zd-} ]]; then
 	__limbs_z
 fi
 `
