@@ -102,8 +102,11 @@ const runLine = ` { __limbs_a; } 2>/dev/null; . "$__L"; { __limbs_s=$?; __limbs_
 // cmdPrefix starts the command file, on its first line so that LINENO
 // stays the user's: functrace and xtrace back as the shell had them. Each
 // step names __limbs_ (a DEBUG trap skips it); no function call, so that
-// __limbs_z has one function fewer to check.
-const cmdPrefix = `{ [[ ${__limbs_x-} == *T* ]] || ${__limbs_q-}builtin set +T; [[ ${__limbs_x-} != *x* ]] || ${__limbs_q-}builtin set -x; } 2>/dev/null; `
+// __limbs_z has one function fewer to check. bash prints PS0, and so the
+// start marker, on its stderr: when that is not a terminal (exec 2>file,
+// exec 2>&-) or PS0 lacks the marker (readonly PS0=), the file prints it
+// on stdout, or every later result would have no output.
+const cmdPrefix = `[[ -t 2 && ${PS0-} == *"$__LIMBS_S"* ]] || { builtin printf %s "$__LIMBS_S"; } 2>/dev/null || :; { [[ ${__limbs_x-} == *T* ]] || ${__limbs_q-}builtin set +T; [[ ${__limbs_x-} != *x* ]] || ${__limbs_q-}builtin set -x; } 2>/dev/null; `
 
 func endFile() string {
 	return strings.ReplaceAll(endFileText, "@FD@", strconv.Itoa(endFD))
