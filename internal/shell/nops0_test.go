@@ -35,3 +35,27 @@ func TestOutputWithoutStartMarker(t *testing.T) {
 		})
 	}
 }
+
+// TestStdoutAndStderrRedirected: after exec >file 2>&1 (a common way to
+// log a session) no marker reaches the terminal; the shell's end message
+// still says each command ended, but the next command had no start
+// marker either and ran forever (no end is taken for a command that
+// never started). The start marker now goes to /dev/tty when neither
+// stdout nor stderr is a terminal.
+func TestStdoutAndStderrRedirected(t *testing.T) {
+	m := newTestManager(t)
+	s := newTestSession(t, m)
+	log := shq(t.TempDir() + "/session.log")
+	for _, tc := range []struct {
+		cmd  string
+		code int
+	}{{"exec >>" + log + " 2>&1", 0}, {"false", 1}, {"echo x; true", 0}, {"exec >/dev/tty 2>&1", 0}} {
+		r := run(t, s, tc.cmd)
+		if r.Status != wire.StatusExited || r.ExitCode == nil || *r.ExitCode != tc.code {
+			t.Fatalf("%q: status %s code %v output %q; want exited %d", tc.cmd, r.Status, deref(r.ExitCode), r.Output, tc.code)
+		}
+	}
+	if r := run(t, s, "echo ok"); r.Status != wire.StatusExited || r.Output != "ok\n" || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Errorf("echo ok after the redirections: status %s code %v output %q; want exited 0 with \"ok\\n\"", r.Status, deref(r.ExitCode), r.Output)
+	}
+}

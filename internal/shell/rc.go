@@ -105,8 +105,10 @@ const runLine = ` { __limbs_a; } 2>/dev/null; . "$__L"; { __limbs_s=$?; __limbs_
 // __limbs_z has one function fewer to check. bash prints PS0, and so the
 // start marker, on its stderr: when that is not a terminal (exec 2>file,
 // exec 2>&-) or PS0 lacks the marker (readonly PS0=), the file prints it
-// on stdout, or every later result would have no output.
-const cmdPrefix = `[[ -t 2 && ${PS0-} == *"$__LIMBS_S"* ]] || { builtin printf %s "$__LIMBS_S"; } 2>/dev/null || :; { [[ ${__limbs_x-} == *T* ]] || ${__limbs_q-}builtin set +T; [[ ${__limbs_x-} != *x* ]] || ${__limbs_q-}builtin set -x; } 2>/dev/null; `
+// on stdout, or every later result would have no output; on /dev/tty
+// when stdout is no terminal either (exec >file 2>&1), or the command
+// would never start, and so never end.
+const cmdPrefix = `[[ -t 2 && ${PS0-} == *"$__LIMBS_S"* ]] || { [[ -t 1 ]] && builtin printf %s "$__LIMBS_S" || builtin printf %s "$__LIMBS_S" >/dev/tty; } 2>/dev/null || :; { [[ ${__limbs_x-} == *T* ]] || ${__limbs_q-}builtin set +T; [[ ${__limbs_x-} != *x* ]] || ${__limbs_q-}builtin set -x; } 2>/dev/null; `
 
 func endFile() string {
 	return strings.ReplaceAll(endFileText, "@FD@", strconv.Itoa(endFD))
