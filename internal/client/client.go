@@ -57,7 +57,7 @@ func New(addr, token, prefix string) (*Client, error) {
 		host := u.Host
 		c.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", host) }
 	}
-	c.http = &http.Client{Transport: NewTransport(c.dial)}
+	c.http = &http.Client{Transport: NewTransport(c.dial), CheckRedirect: noRedirect}
 	return c, nil
 }
 
@@ -87,6 +87,13 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, co
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w; is the daemon running and is the address right?", method, path, err)
+	}
+	if resp.StatusCode/100 == 3 {
+		// The API never redirects; a server's mux does for a path it
+		// cleans (an id "." or ".."), to another route that the old
+		// method must not reach.
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s %s: the server redirected to %q: no resource has this path (an id or name \".\" or \"..\" names nothing; list what exists): %w", method, path, resp.Header.Get("Location"), wire.ErrNotFound)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
@@ -135,16 +142,19 @@ func (c *Client) Health(ctx context.Context) (wire.Health, error) {
 	return h, err
 }
 
+// noRedirect keeps a redirect's answer: Do reports it.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
 // NewDialed returns a client of a limbsd reached through dial (a dialer
 // that checks what it connects to, see sandbox.DialDaemon).
 func NewDialed(dial func(ctx context.Context) (net.Conn, error), token string) *Client {
 	c := &Client{token: token, dial: dial, base: "http://limbs/v1"}
-	c.http = &http.Client{Transport: NewTransport(c.dial)}
+	c.http = &http.Client{Transport: NewTransport(c.dial), CheckRedirect: noRedirect}
 	return c
 }
 
 // NewOver returns a client of a limbsd reached through rt (the control
 // plane's own way to a sandbox's daemon, see control.Plane.Dial).
 func NewOver(rt http.RoundTripper, token string) *Client {
-	return &Client{token: token, base: "http://limbsd/v1", http: &http.Client{Transport: rt}}
+	return &Client{token: token, base: "http://limbsd/v1", http: &http.Client{Transport: rt, CheckRedirect: noRedirect}}
 }

@@ -102,8 +102,13 @@ const runLine = ` { __limbs_a; } 2>/dev/null; . "$__L"; { __limbs_s=$?; __limbs_
 // cmdPrefix starts the command file, on its first line so that LINENO
 // stays the user's: functrace and xtrace back as the shell had them. Each
 // step names __limbs_ (a DEBUG trap skips it); no function call, so that
-// __limbs_z has one function fewer to check.
-const cmdPrefix = `{ [[ ${__limbs_x-} == *T* ]] || ${__limbs_q-}builtin set +T; [[ ${__limbs_x-} != *x* ]] || ${__limbs_q-}builtin set -x; } 2>/dev/null; `
+// __limbs_z has one function fewer to check. bash prints PS0, and so the
+// start marker, on its stderr: when that is not a terminal (exec 2>file,
+// exec 2>&-) or PS0 lacks the marker (readonly PS0=), the file prints it
+// on stdout, or every later result would have no output; on /dev/tty
+// when stdout is no terminal either (exec >file 2>&1), or the command
+// would never start, and so never end.
+const cmdPrefix = `[[ -t 2 && ${PS0-} == *"$__LIMBS_S"* ]] || { [[ -t 1 ]] && builtin printf %s "$__LIMBS_S" || builtin printf %s "$__LIMBS_S" >/dev/tty; } 2>/dev/null || :; { [[ ${__limbs_x-} == *T* ]] || ${__limbs_q-}builtin set +T; [[ ${__limbs_x-} != *x* ]] || ${__limbs_q-}builtin set -x; } 2>/dev/null; `
 
 func endFile() string {
 	return strings.ReplaceAll(endFileText, "@FD@", strconv.Itoa(endFD))
@@ -147,7 +152,10 @@ __limbs_z() {
 	fi
 	builtin unset __limbs_x __limbs_s
 	# One line written per name: as few functions as can be.
-	builtin declare -F __limbs_a __limbs_prompt __limbs_exit trap bind 1>&2 || . "$__LZ"
+	# The end file calls __limbs_z when __limbs_s is set, which it still
+	# is when builtin itself was disabled (enable -n builtin): __limbs_zd,
+	# set by assignment (no builtin), keeps that from recursing.
+	builtin declare -F __limbs_a __limbs_prompt __limbs_exit trap bind 1>&2 || { __limbs_zd=1; . "$__LZ"; __limbs_zd=; }
 	# The keys limbs types, in the emacs and the vi-insert keymaps
 	# whatever the editing mode (set -o vi needs no new binding), only
 	# when a bind may have changed them (the bind wrapper, the end file
@@ -271,7 +279,7 @@ trap() {
 # after it returns (bash puts back the caller's otherwise).
 builtin declare -ft trap
 __limbs_kd=1
-if [[ -n ${__limbs_s+x} ]]; then
+if [[ -n ${__limbs_s+x} && -z ${__limbs_zd-} ]]; then
 	__limbs_z
 fi
 `

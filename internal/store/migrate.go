@@ -71,6 +71,13 @@ func (d *DB) migrate(path string) error {
 		return fmt.Errorf("registry %s: %w", path, err)
 	}
 	latest := latestSchema()
+	if have >= 1 && have <= latest {
+		// A migration reads the buckets of the schema it starts from: a
+		// file that lacks one is damaged, not old.
+		if err := d.db.View(func(tx *bolt.Tx) error { return hasBuckets(tx, path) }); err != nil {
+			return err
+		}
+	}
 	switch {
 	case have > latest:
 		return fmt.Errorf("registry %s has schema version %d, and this limbs reads up to %d: %w; run the limbs that wrote it, or start this one with another --state-dir (the registry was left as it is)", path, have, latest, ErrNewerSchema)
@@ -95,6 +102,16 @@ func (d *DB) migrate(path string) error {
 			return fmt.Errorf("registry %s: migrating schema %d to %d (%s): %w; nothing of this step was written, the registry is still at schema %d: start the limbs that wrote it, or keep the file and report this", path, m.version-1, m.version, m.what, err, have)
 		}
 		have = m.version
+	}
+	return nil
+}
+
+// hasBuckets checks that the buckets every schema has are there.
+func hasBuckets(tx *bolt.Tx, path string) error {
+	for _, b := range [][]byte{bucketMeta, bucketSandboxes, bucketEvents} {
+		if tx.Bucket(b) == nil {
+			return fmt.Errorf("registry %s has no %q bucket: it is damaged; move it aside, or start limbs serve with another --state-dir", path, b)
+		}
 	}
 	return nil
 }

@@ -124,10 +124,11 @@ func Open(path string) (*DB, error) {
 // not written to.
 func (d *DB) loadInstance(path string) error {
 	err := d.db.View(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketSandboxes, bucketEvents} {
-			if tx.Bucket(b) == nil {
-				return fmt.Errorf("registry %s has no %q bucket: it is damaged; move it aside, or start limbs serve with another --state-dir", path, b)
-			}
+		if err := hasBuckets(tx, path); err != nil {
+			return err
+		}
+		if tx.Bucket(bucketMeta).Bucket(keyInstance) != nil {
+			return fmt.Errorf("registry %s: its instance id is a bucket, not a value: it is damaged; move it aside, or start limbs serve with another --state-dir", path)
 		}
 		d.instance = string(tx.Bucket(bucketMeta).Get(keyInstance))
 		return nil
@@ -252,6 +253,9 @@ func (d *DB) Events(id string, from uint64) ([]Event, error) {
 		c := b.Cursor()
 		for k, v := c.Seek(seqKey(from)); k != nil; k, v = c.Next() {
 			var e eventValue
+			if len(k) != 8 || v == nil {
+				return fmt.Errorf("events of %s: key %x is not a sequence number: the registry is damaged; move it aside, or start limbs serve with another --state-dir", id, k)
+			}
 			seq := binary.BigEndian.Uint64(k)
 			if err := json.Unmarshal(v, &e); err != nil {
 				return fmt.Errorf("event %d of %s: %w", seq, id, err)
