@@ -75,6 +75,14 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 		return wire.Result{}, err
 	}
 	s.mu.Lock()
+	busy := s.cur != nil
+	s.mu.Unlock()
+	if !busy {
+		if err := s.awaitIdleShell(ctx, p); err != nil {
+			return wire.Result{}, err
+		}
+	}
+	s.mu.Lock()
 	if s.cur != nil {
 		id := s.cur.id
 		s.mu.Unlock()
