@@ -70,6 +70,17 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 		// this prompt can start the next one.
 		s.inputsAt = s.inputs
 		if c := s.cur; c != nil {
+			if !c.started && c.text != "" && p.bash {
+				// limbs typed this command and bash prints its start
+				// marker before anything of it runs (PS0, or the command
+				// file's first step when PS0 cannot reach the terminal):
+				// an end before it is the previous command's, which was
+				// ended early (an interrupt that found its processes gone,
+				// an end forged by the shell's own code) and has only now
+				// come back to its prompt. It is no end of this one.
+				s.log.Debug("an end before the command's start: the previous command's", "command", c.id, "status", ev.status)
+				return
+			}
 			if !c.started {
 				c.started = true
 				c.startOff = s.out.size()
