@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -100,23 +100,10 @@ func onlySleeps(uid, n int) bool {
 // zombiesOf lists the zombie children of pid.
 func zombiesOf(pid int) []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
+	sts, _ := sandbox.ProcStats()
+	for _, st := range sts {
+		if st.State == "Z" && st.PPid == pid {
+			out = append(out, st.Pid)
 		}
 	}
 	return out

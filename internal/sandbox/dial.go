@@ -100,8 +100,10 @@ func PeerOf(c net.Conn) (Peer, error) {
 
 // ProcStat is what the host reads of a process to tell who it is.
 type ProcStat struct {
-	Pid, PPid int
-	Start     uint64 // start time in clock ticks after boot
+	Pid, PPid, Pgrp int
+	// State is the one-letter state: R, S, D, Z (zombie), X (dead), ...
+	State string
+	Start uint64 // start time in clock ticks after boot
 }
 
 // ReadProcStat reads /proc/PID/stat.
@@ -122,8 +124,9 @@ func ReadProcStat(pid int) (ProcStat, error) {
 	if len(f) < 20 {
 		return ProcStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
-	st := ProcStat{Pid: pid}
+	st := ProcStat{Pid: pid, State: f[0]}
 	st.PPid, _ = strconv.Atoi(f[1])
+	st.Pgrp, _ = strconv.Atoi(f[2])
 	st.Start, _ = strconv.ParseUint(f[19], 10, 64)
 	return st, nil
 }
@@ -155,4 +158,24 @@ func FirstChild(parent int) (int, error) {
 		return 0, fmt.Errorf("process %d has no children", parent)
 	}
 	return best, nil
+}
+
+// ProcStats reads the stat of every process in /proc; one that exits
+// while it reads is left out.
+func ProcStats() ([]ProcStat, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []ProcStat
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if st, err := ReadProcStat(pid); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }

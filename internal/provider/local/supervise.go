@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -151,24 +149,16 @@ func (p *Provider) sameProcess(m meta) bool {
 	return err == nil && st == m.StartTime
 }
 
-// startTime reads field 22 of /proc/PID/stat; a zombie counts as gone.
+// startTime reads a process's start time; a zombie counts as gone.
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := sandbox.ReadProcStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("unreadable stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, errors.New("short stat")
-	}
-	if f[0] == "Z" || f[0] == "X" {
+	if st.State == "Z" || st.State == "X" {
 		return 0, errors.New("zombie")
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return st.Start, nil
 }
 
 // groupAlive says whether a process of group pgid still runs. Zombies do
@@ -179,26 +169,12 @@ func groupAlive(pgid int) bool {
 	if syscall.Kill(-pgid, 0) != nil {
 		return false
 	}
-	ents, err := os.ReadDir("/proc")
+	sts, err := sandbox.ProcStats()
 	if err != nil {
 		return true
 	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		// Fields after the name: state, ppid, pgrp, ...
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" && pid > 0 {
+	for _, st := range sts {
+		if st.Pgrp == pgid && st.State != "Z" && st.State != "X" {
 			return true
 		}
 	}
