@@ -117,7 +117,6 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 		s.cmdFile = newScratchFile(script, s.m.opts.Agent)
 	}
 	s.checkEndFileLocked()
-	p.learnIdle()
 	if err := s.cmdFile.write([]byte(text)); err != nil {
 		s.mu.Unlock()
 		return wire.Result{}, fmt.Errorf("writing the command file: %w", err)

@@ -16,7 +16,8 @@ const idleWait = 5 * time.Second
 // awaitIdleShell is the process-state check before a command is typed.
 // With no command running the shell is at its prompt, in the foreground
 // of its terminal: one ioctl says so, and that is the whole cost of the
-// common case. Another group in the foreground means the shell is still
+// common case (and, once per shell process, learning its prompt:
+// learnIdle). Another group in the foreground means the shell is still
 // running something after the previous command's end: code in the shell
 // process sent that end early (a sourced file calling limbs' functions)
 // or a person's program runs on an attached terminal. Typing now would
@@ -30,6 +31,10 @@ func (s *Session) awaitIdleShell(ctx context.Context, p *proc) error {
 	}
 	fg := p.foreground()
 	if fg == p.pid || fg <= 0 {
+		// Idle at its prompt: the moment to learn the prompt if no
+		// learner saw it yet (once per shell process; outside s.mu, so
+		// that no other call waits on it).
+		p.learnIdle()
 		return nil
 	}
 	deadline := time.Now().Add(idleWait)

@@ -73,7 +73,7 @@ func (p *proc) awaitFirstPrompt() {
 }
 
 // learnIdle samples the shell while no command runs and nothing is being
-// typed (s.mu held by the caller, before it types): idle, it sleeps at its
+// typed (awaitIdleShell, before a command is typed): idle, it sleeps at its
 // prompt. It costs a few reads of /proc, and only until a prompt is known.
 //
 // While no prompt is known it waits for the shell to get there, up to
