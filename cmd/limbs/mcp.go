@@ -67,15 +67,8 @@ func runMCP(ctx context.Context, args []string) int {
 	profile := fs.String("profile", "", "tool profile: "+strings.Join(tool.ProfileNames(), ", ")+" (the shapes models were trained on; default: the canonical tools)")
 	keep := fs.Bool("keep-session", false, "leave the default session running when the client disconnects")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "limbs mcp: unexpected arguments %q; run 'limbs mcp -h' for the flags\n", fs.Args())
-		return 2
+	if code, ok := parseFlagsOnly(fs, args, "mcp"); !ok {
+		return code
 	}
 	if *image != "" && cn.sandbox != "" {
 		fmt.Fprintln(os.Stderr, "limbs mcp: give --image (a new sandbox) or --sandbox (an existing one), not both")

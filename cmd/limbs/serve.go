@@ -80,15 +80,8 @@ func runServe(ctx context.Context, args []string) int {
 	maxDisk := fs.String("sandbox-max-disk", "", "most command output each sandbox keeps on disk, such as 1GiB (limbsd --max-disk; default: limbsd's, 1GiB); a create's max_disk_mb wins")
 	mcpFlags := addMCPServeFlags(fs)
 	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "limbs serve: unexpected arguments %q; run 'limbs serve -h' for the flags\n", fs.Args())
-		return 2
+	if code, ok := parseFlagsOnly(fs, args, "serve"); !ok {
+		return code
 	}
 	var diskMB [2]int64
 	for i, f := range []struct{ name, v string }{{"sandbox-max-disk", *maxDisk}, {"sandbox-max-session-disk", *maxSessionDisk}} {
@@ -318,4 +311,21 @@ func serveToken(flagValue, stateDir string) (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "limbs serve: generated a token (saved in %s, mode 0600):\n%s\n", path, tok)
 	return tok, nil
+}
+
+// parseFlagsOnly parses the flags of a verb that takes no arguments. When
+// ok is false the verb returns code: 0 after -h, 2 after a bad flag or a
+// stray argument (said on stderr with what to run).
+func parseFlagsOnly(fs *flag.FlagSet, args []string, verb string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "limbs %s: unexpected arguments %q; run 'limbs %s -h' for the flags\n", verb, fs.Args(), verb)
+		return 2, false
+	}
+	return 0, true
 }
