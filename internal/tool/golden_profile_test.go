@@ -3,14 +3,12 @@ package tool_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/tool"
@@ -172,20 +170,7 @@ func TestProfileGolden(t *testing.T) {
 			}
 			path := filepath.Join("testdata", "golden", pc.profile+"_"+pc.name+".txtar")
 			comment := pc.doc + "\nProfile " + pc.profile + ". N.call is the tool call, N.result.json what limbsd answered (offsets relative to offset_start, between left out),\nN.text and N.out.json what the profile made of it. Regenerate: go test ./internal/tool -run TestProfileGolden -update\n"
-			if *update {
-				if err := os.WriteFile(path, formatTxtar(comment, files), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			_, want := parseTxtar(b)
-			if d := cmp.Diff(want, files, cmp.AllowUnexported(txtarFile{})); d != "" {
-				t.Errorf("%s differs (-want +got):\n%s", path, d)
-			}
+			checkGolden(t, path, comment, files)
 		})
 	}
 }

@@ -229,23 +229,7 @@ func TestGolden(t *testing.T) {
 			}
 			path := filepath.Join("testdata", "golden", gc.name+".txtar")
 			comment := gc.doc + "\nN.result.json is what limbsd answered (offsets relative to offset_start, between left out), N.text and\nN.out.json what the tool made of it. Regenerate: go test ./internal/tool -run TestGolden -update\n"
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, formatTxtar(comment, files), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			_, want := parseTxtar(b)
-			if d := cmp.Diff(want, files, cmp.AllowUnexported(txtarFile{})); d != "" {
-				t.Errorf("%s differs (-want +got):\n%s", path, d)
-			}
+			checkGolden(t, path, comment, files)
 		})
 	}
 }
@@ -332,4 +316,27 @@ func parseTxtar(b []byte) (string, []txtarFile) {
 		}
 	}
 	return comment.String(), files
+}
+
+// checkGolden compares files with the golden txtar at path, or writes it
+// with -update.
+func checkGolden(t *testing.T, path, comment string, files []txtarFile) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, formatTxtar(comment, files), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	_, want := parseTxtar(b)
+	if d := cmp.Diff(want, files, cmp.AllowUnexported(txtarFile{})); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, d)
+	}
 }
