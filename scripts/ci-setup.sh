@@ -25,6 +25,15 @@ say "bin/limbsd (static)"
 mkdir -p bin
 CGO_ENABLED=0 go build -o bin/limbsd ./cmd/limbsd
 
+# asciinema (cmd/limbs's TestExportAsciinema runs `asciinema cat` on an
+# export): Debian's package.
+say "asciinema (apt-get)"
+if ! command -v asciinema >/dev/null; then
+	{ apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends asciinema >/dev/null; } ||
+		say "warning: installing asciinema failed; TestExportAsciinema will fail under LIMBS_REQUIRE_ASCIINEMA=1"
+fi
+
 # The MCP Inspector CLI (internal/mcp's TestInspectorCLI runs it; keep the
 # version in step with its inspectorPkg): fetched once into npm's cache,
 # bounded in time.

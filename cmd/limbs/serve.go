@@ -70,6 +70,7 @@ func runServe(ctx context.Context, args []string) int {
 	limbsdPath := fs.String("limbsd", "", "static limbsd binary to run in sandboxes (default: limbsd next to this executable, else on PATH)")
 	isolation := fs.String("isolation", local.IsolateAuto, "local provider: auto (bubblewrap when it works), bwrap (required) or none")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metricsPublic := fs.Bool("metrics-public", false, "serve /metrics (Prometheus) without the token; by default a scrape sends it as a bearer token like any client")
 	var roots rootsFlag
 	fs.Var(&roots, "workspace-root", "host directory inside which host workspaces must be (repeatable; default: any directory but system paths and the state dir)")
 	maxSandboxes := fs.Int("max-sandboxes", 256, "most sandboxes clients may hold (warm pool ones not counted until claimed); 0: no cap")
@@ -116,6 +117,7 @@ func runServe(ctx context.Context, args []string) int {
 		workspaceRoots: roots, maxSandboxes: *maxSandboxes, bodyTimeout: *bodyTimeout,
 		http:      control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},
 		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1], mcp: mcpFlags,
+		metricsPublic: *metricsPublic,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
 		return 1
@@ -133,6 +135,7 @@ type serveConfig struct {
 	http                                                 control.HTTPLimits
 	maxDiskMB, maxSessionDiskMB                          int64 // 0: limbsd's defaults
 	mcp                                                  *mcpServeFlags
+	metricsPublic                                        bool // /metrics without the token
 }
 
 // rootsFlag collects repeated --workspace-root DIR, each an existing
@@ -227,12 +230,14 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		return err
 	}
 	defer plane.Close()
-	var h http.Handler = control.NewServer(plane)
+	srv := control.NewServer(plane)
+	var h http.Handler = srv
 	if cfg.mcp != nil {
 		if h, err = cfg.mcp.mount(h, plane, token, log); err != nil {
 			return err
 		}
 	}
+	h, _ = withMetrics(h, srv, token, cfg.metricsPublic)
 	hs := control.NewHTTPServer(h, cfg.http, log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(control.LimitListener(ln, cfg.http.MaxConns)) }()

@@ -162,6 +162,8 @@ type Server struct {
 	*Plane
 	token endpoint.Token
 	mux   *http.ServeMux
+	// results, when set, is told of forwarded command results (metrics.go).
+	results ResultObserver
 }
 
 // New returns the HTTP edge of a new Plane (see NewPlane). Closing the

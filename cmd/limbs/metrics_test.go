@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// scrape GETs /metrics over HTTP with the token (if any) and parses it
+// with Prometheus' text parser; it returns nil and the status when the
+// answer is not 200.
+func scrape(t *testing.T, base, token string) (map[string]*dto.MetricFamily, int) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp.StatusCode
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return fams, resp.StatusCode
+}
+
+// sample returns the value of the series of family name whose labels
+// include labels (name=value pairs).
+func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+next:
+	for _, m := range fams[name].GetMetric() {
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, l := range m.GetLabel() {
+				found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// TestServeMetrics: limbs serve's /metrics, scraped over real HTTP with
+// its token, counts a sandbox, the commands run in it through the
+// control plane (real bash), their output, and the API's requests by
+// route, never by path.
+func TestServeMetrics(t *testing.T) {
+	dir, err := os.MkdirTemp("", "met") // short: socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	prov := &inProcess{t: t, sb: map[string]*inProcessBox{}}
+	t.Cleanup(prov.closeAll)
+	srv, err := control.New(context.Background(), control.Options{
+		StateDir: dir, Token: "tok", Providers: map[string]control.Provider{"inproc": prov},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := withMetrics(srv, srv, "tok", false)
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); srv.Close() })
+
+	ctx := t.Context()
+	c, err := client.New(ts.URL, "tok", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Sandboxes().Create(ctx, wire.CreateSandbox{Name: "met"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := c.Sandbox(sb.ID)
+	s, err := sc.CreateSession(ctx, wire.CreateSession{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outBytes int64
+	for _, cmd := range []string{"printf 'hello metrics\\n'", "false", "echo two; echo lines"} {
+		r, err := sc.Exec(ctx, s.ID, wire.Exec{Command: cmd})
+		if err != nil || r.Status != wire.StatusExited {
+			t.Fatalf("exec %q: %+v, %v", cmd, r, err)
+		}
+		outBytes += r.OffsetEnd - r.OffsetStart
+	}
+
+	if _, code := scrape(t, ts.URL, ""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without the token: %d, want 401", code)
+	}
+	fams, code := scrape(t, ts.URL, "tok")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics with the token: %d", code)
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"limbs_sandboxes", []string{"status", "running"}, 1},
+		{"limbs_commands_total", []string{"status", "exited"}, 3},
+		{"limbs_command_duration_seconds", []string{"status", "exited"}, 3},
+		{"limbs_output_bytes_total", nil, float64(outBytes)},
+		{"limbs_http_request_duration_seconds", []string{"route", "POST /v1/sandboxes", "code", "201"}, 1},
+		{"limbs_http_request_duration_seconds", []string{"route", "/v1/sandboxes/{id}/sessions/", "method", "POST", "code", "200"}, 3},
+	} {
+		if got, ok := sample(fams, c.name, c.labels...); !ok || got != c.want {
+			t.Errorf("%s%v = %v (present: %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if outBytes < int64(len("hello metrics\n")) {
+		t.Errorf("the commands' output ranges add up to %d bytes", outBytes)
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "route" && strings.Contains(l.GetValue(), sb.ID) {
+					t.Errorf("a route label holds a raw path: %q", l.GetValue())
+				}
+			}
+		}
+	}
+
+	t.Run("public", func(t *testing.T) {
+		h, _ := withMetrics(srv, srv, "tok", true)
+		ts := httptest.NewServer(h)
+		defer ts.Close()
+		if _, code := scrape(t, ts.URL, ""); code != http.StatusOK {
+			t.Errorf("/metrics with --metrics-public and no token: %d, want 200", code)
+		}
+	})
+}
