@@ -21,11 +21,13 @@ import (
 )
 
 // Until: the conditions of exec, wait and input that end a call early
-// (docs/api.md "Waiting for what matters"). They are evaluated here, in
-// the caller's goroutine's helper (one watcher goroutine per call that
-// asks, for the life of the call), never on the read loop: the watcher
-// follows the stream's change channel, samples /proc/net on a short tick
-// and renders the screen lazily, as GET .../screen does.
+// (docs/api.md "Waiting for what matters"). They are evaluated by one
+// watcher goroutine per call that asks, for the life of the call, never
+// on the read loop: the watcher follows the stream's change channel (and
+// takes mu and the stream's lock only briefly, emuMu through Screen),
+// samples /proc/net on a short tick and renders the screen lazily, as
+// GET .../screen does. It hands the first condition that held to the
+// call's await, which builds the result; the watcher ends with the call.
 //
 //   - output: each line of the output this call returns (from the
 //     command's first byte not yet returned), cleaned on its own as
