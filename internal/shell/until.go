@@ -85,7 +85,7 @@ func compileUntil(u *wire.Until) (*untilSpec, error) {
 		}
 		r, err := regexp.Compile(*expr)
 		if err != nil {
-			return nil, fmt.Errorf("until.%s is not a valid regular expression (Go RE2 syntax, as in https://pkg.go.dev/regexp/syntax): %v; escape special characters such as ( [ . * with a backslash: %w", key, err, wire.ErrBadRequest)
+			return nil, fmt.Errorf("until.%s is not a valid regular expression (Go RE2 syntax, as in https://pkg.go.dev/regexp/syntax): %v. Put a backslash before ( [ . * + ? to match them as text: %w", key, err, wire.ErrBadRequest)
 		}
 		return r, nil
 	}
