@@ -51,6 +51,17 @@ func testUntil(t *testing.T, c *client.Client) {
 		running(t, r, wire.MatchedOutput)
 	})
 
+	t.Run("output at the end of a long line", func(t *testing.T) {
+		id := newSession(t, c)
+		defer stop(t, c, id)
+		// A megabyte without a newline, then the text waited for: the
+		// line is matched on its newest part, not rescanned whole.
+		r := runReq(t, c, id, wire.Exec{
+			Command:    `head -c 1000000 /dev/zero | tr '\0' x; printf ' END-%s' "MARK"; sleep 100`,
+			YieldAfter: ptr(long), MaxOutput: ptr(100), Until: &wire.Until{Output: ptr(`x END-MARK$`)}})
+		running(t, r, wire.MatchedOutput)
+	})
+
 	t.Run("port", func(t *testing.T) {
 		id := newSession(t, c)
 		if !have(t, c, id, "python3") {
