@@ -41,7 +41,9 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 }
 
 // Exec runs a command. A "running" result means the command outlived
-// yield_after; continue with Wait, Input or Interrupt.
+// yield_after, or (with Matched set) that one of req.Until's conditions
+// held first; continue with Wait, Input or Interrupt. Wait and Input take
+// Until too.
 func (c *Client) Exec(ctx context.Context, id string, req wire.Exec) (wire.Result, error) {
 	var r wire.Result
 	err := c.JSON(ctx, http.MethodPost, sessionPath(id, "/exec"), req, &r)

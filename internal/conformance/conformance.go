@@ -56,6 +56,7 @@ func Run(t *testing.T, c *client.Client) {
 	t.Run("ShellReplaced", func(t *testing.T) { testShellReplaced(t, c) })
 	t.Run("ExitWithBackgroundJob", func(t *testing.T) { testExitWithBackgroundJob(t, c) })
 	t.Run("EndRecovered", func(t *testing.T) { testEndRecovered(t, c) })
+	t.Run("Until", func(t *testing.T) { testUntil(t, c) })
 	t.Run("Parallel50_slow", func(t *testing.T) { testParallelSessions(t, c) })
 }
 

@@ -92,4 +92,7 @@ func TestMCPDockerThroughServe(t *testing.T) {
 	p := &progressLog{}
 	cs := connectHTTPToken(t, "http://"+addr+mcp.Path(sb.ID), "tok", p)
 	scenarios(t, cs, direct, "/workspace", p)
+	// The sandbox has its own network namespace (network none): 8000 is
+	// free there whatever the host runs.
+	untilScenarios(t, cs, 8000)
 }

@@ -228,6 +228,8 @@ func TestMCP(t *testing.T) {
 				t.Fatal(err)
 			}
 			scenarios(t, cs, sb, filepath.Join(l.Dir, "workspace"), p)
+			// limbsd runs on the host here: the server takes a free port of it.
+			untilScenarios(t, cs, freePort(t))
 			t.Run("close ends the default session", func(t *testing.T) {
 				cs.Close()
 				testbin.Eventually(t, "the default session is closed", 30*time.Second, func() bool {

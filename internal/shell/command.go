@@ -70,6 +70,10 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	if err != nil {
 		return wire.Result{}, err
 	}
+	until, err := compileUntil(req.Until)
+	if err != nil {
+		return wire.Result{}, err
+	}
 	p, yield, maxOut, err := s.begin(ctx, req.YieldAfter, req.MaxOutput)
 	if err != nil {
 		return wire.Result{}, err
@@ -130,12 +134,16 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 	if err := s.write(p, []byte(line)); err != nil {
 		return wire.Result{}, fmt.Errorf("typing into the terminal: %w", err)
 	}
-	return s.await(ctx, c, yield, maxOut)
+	return s.await(ctx, c, yield, maxOut, until)
 }
 
 // Wait continues waiting for the running command (wire.ErrNoCommand when none).
 func (s *Session) Wait(ctx context.Context, req wire.Wait) (wire.Result, error) {
 	yield, maxOut, err := waitOptions(req.YieldAfter, req.MaxOutput)
+	if err != nil {
+		return wire.Result{}, err
+	}
+	until, err := compileUntil(req.Until)
 	if err != nil {
 		return wire.Result{}, err
 	}
@@ -152,11 +160,15 @@ func (s *Session) Wait(ctx context.Context, req wire.Wait) (wire.Result, error) 
 	if c == nil {
 		return wire.Result{}, fmt.Errorf("nothing is running in session %q: start a command with exec: %w", s.name, wire.ErrNoCommand)
 	}
-	return s.await(ctx, c, yield, maxOut)
+	return s.await(ctx, c, yield, maxOut, until)
 }
 
-// await waits for c to end, for yield to pass, or for c to wait for input.
-func (s *Session) await(ctx context.Context, c *command, yield time.Duration, maxOut int) (wire.Result, error) {
+// await waits for c to end, for yield to pass, for c to wait for input,
+// or for one of the until conditions to hold (until.go; nil: none).
+func (s *Session) await(ctx context.Context, c *command, yield time.Duration, maxOut int, until *untilSpec) (wire.Result, error) {
+	uctx, stopUntil := context.WithCancel(ctx)
+	defer stopUntil()
+	hits := s.watchUntil(uctx, c, until)
 	var yieldC <-chan time.Time
 	if yield > 0 {
 		t := time.NewTimer(yield)
@@ -169,6 +181,10 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 		select {
 		case <-c.done:
 			return s.result(ctx, c, maxOut, false), nil
+		case h := <-hits:
+			r := s.result(ctx, c, maxOut, false)
+			h.apply(&r)
+			return r, nil
 		case <-yieldC:
 			if s.recoverReplaced(c) {
 				s.awaitReplaced(ctx, c)
@@ -643,6 +659,10 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 	if req.Text == "" && len(req.Keys) == 0 {
 		return wire.Result{}, fmt.Errorf("nothing to type: pass \"text\" and/or \"keys\": %w", wire.ErrBadRequest)
 	}
+	until, err := compileUntil(req.Until)
+	if err != nil {
+		return wire.Result{}, err
+	}
 	p, yield, maxOut, err := s.begin(ctx, req.YieldAfter, req.MaxOutput)
 	if err != nil {
 		return wire.Result{}, err
@@ -662,7 +682,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 		return wire.Result{}, fmt.Errorf("typing into the terminal: %w", err)
 	}
 	if c != nil {
-		return s.await(ctx, c, yield, maxOut)
+		return s.await(ctx, c, yield, maxOut, until)
 	}
 	// The shell was idle: the input may start a command (a line and
 	// Enter); otherwise report what it printed once output settles.
@@ -678,7 +698,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 		}
 		s.mu.Unlock()
 		if started != nil {
-			return s.await(ctx, started, max(time.Until(deadline), time.Millisecond), maxOut)
+			return s.await(ctx, started, max(time.Until(deadline), time.Millisecond), maxOut, until)
 		}
 		end, ch := s.out.changed()
 		wait := settleIdle

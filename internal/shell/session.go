@@ -40,6 +40,10 @@
 //   - the end channel's reader and backstop timer (endchan.go), per bash;
 //   - the persist loop (Session.persistLoop): writes session.json and the
 //     logs of finished commands, until close stops it;
+//   - an until watcher (until.go) per Exec, Wait or Input call that asks
+//     for until conditions, for the life of that call: it reads the
+//     stream, takes mu briefly and emuMu through Screen, and hands the
+//     first condition that held to the call;
 //   - a command's timeout timer, and the callers (HTTP handlers) of Exec,
 //     Wait, Input, Interrupt, Screen, Restart and Delete, any number at
 //     once: they wait on a command's done channel and on the stream's

@@ -276,6 +276,9 @@ func normalize(dir string, v any) string {
 	s = took.ReplaceAllString(s, "$1 D")
 	s = jobPid.ReplaceAllString(s, "[$1] PID")
 	s = noteRange.ReplaceAllString(s, "output?from=A&to=B")
+	for _, p := range goldenPorts() {
+		s = strings.ReplaceAll(s, p, "PORT")
+	}
 	return s
 }
 

@@ -18,9 +18,10 @@ import (
 // is the tool's own, written here around the output (or, for a truncated
 // output, between its head and tail as they are put together): nothing is
 // ever replaced inside the text a command printed.
-func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result[ShellOutput], error) {
+func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result, until *wire.Until) (Result[ShellOutput], error) {
 	out := ShellOutput{
 		Session: c.session, Command: r.CommandID, Status: r.Status, ExitCode: r.ExitCode,
+		Matched: r.Matched, MatchedText: r.MatchedText,
 		Cwd: r.Cwd, DurationMs: r.DurationMs, WaitingForInput: r.WaitingForInput, EchoOff: r.EchoOff,
 		BackgroundOutput: r.BackgroundOutput, ShellExited: r.ShellExited, ShellReplaced: r.ShellReplaced,
 		EndRecovered: r.EndRecovered,
@@ -119,6 +120,9 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 	case out.Status == "idle":
 		line("[no command was running: this is what the terminal printed after the input; cwd %s]", r.Cwd)
 	case running && r.AltScreen:
+		if r.Matched != "" {
+			line("[stopped waiting: %s]", matchedWords(r, until))
+		}
 		line("[still running (command %s). %s. shell_screen shows the screen again]", r.CommandID, leaveWords(out.Leave))
 	case running && r.WaitingForInput:
 		sh.prompt(&out, c, r, scr, text)
@@ -132,6 +136,8 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 		default:
 			line("[waiting for input (command %s) at the prompt: %q. shell_input text=\"...\" keys=[\"Enter\"] answers it; shell_input keys=[\"C-c\"] interrupts it]", r.CommandID, out.Prompt)
 		}
+	case running && r.Matched != "":
+		line("[stopped waiting: %s; the command is still running after %s (command %s; cwd %s). shell_wait waits for more output or the end; shell_input types into it; shell_input keys=[\"C-c\"] interrupts it]", matchedWords(r, until), dur(r.DurationMs), r.CommandID, r.Cwd)
 	case running:
 		line("[still running after %s (command %s; cwd %s). shell_wait waits for more output or the end; shell_input types into it; shell_input keys=[\"C-c\"] interrupts it]", dur(r.DurationMs), r.CommandID, r.Cwd)
 	default:

@@ -2,7 +2,6 @@ package tool
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -145,18 +144,18 @@ type RunInput struct {
 	// Yield is the soft limit in seconds: answer "still running" after
 	// it. Absent: DefaultYield of the command.
 	Yield *float64 `json:"yield,omitempty"`
-	// Until is reserved for server-side wait conditions, passed to limbsd
-	// once its exec takes them; until then a call with it is refused.
-	Until json.RawMessage `json:"until,omitempty"`
+	// Until: answer as soon as one of these conditions holds, evaluated
+	// by limbsd on the live command (yield still bounds the wait).
+	Until *wire.Until `json:"until,omitempty"`
 }
 
 // InputInput is the input of shell_input.
 type InputInput struct {
-	Text    string          `json:"text,omitempty"`
-	Keys    []string        `json:"keys,omitempty"`
-	Session string          `json:"session,omitempty"`
-	Yield   *float64        `json:"yield,omitempty"`
-	Until   json.RawMessage `json:"until,omitempty"`
+	Text    string      `json:"text,omitempty"`
+	Keys    []string    `json:"keys,omitempty"`
+	Session string      `json:"session,omitempty"`
+	Yield   *float64    `json:"yield,omitempty"`
+	Until   *wire.Until `json:"until,omitempty"`
 }
 
 // WaitInput is the input of shell_wait.
@@ -165,10 +164,10 @@ type WaitInput struct {
 	// Commands are ids of commands this Shell ran, to wait for instead of
 	// one session: c_N (the default session's, or the only one with that
 	// id) or SESSION:c_N.
-	Commands []string        `json:"commands,omitempty"`
-	Yield    *float64        `json:"yield,omitempty"`
-	Mode     string          `json:"mode,omitempty"` // any (default) or all
-	Until    json.RawMessage `json:"until,omitempty"`
+	Commands []string    `json:"commands,omitempty"`
+	Yield    *float64    `json:"yield,omitempty"`
+	Mode     string      `json:"mode,omitempty"` // any (default) or all
+	Until    *wire.Until `json:"until,omitempty"`
 }
 
 // ShellOutput is the structured result of shell_run, shell_input and
@@ -221,6 +220,12 @@ type ShellOutput struct {
 	YieldClass   YieldClass `json:"yield_class,omitempty"`
 	Timeout      float64    `json:"timeout,omitempty"`
 
+	// Matched names the until condition that ended the wait (output,
+	// port, quiet, screen) while the command runs on; MatchedText is what
+	// held: the text matched, or the address listening.
+	Matched     string `json:"matched,omitempty"`
+	MatchedText string `json:"matched_text,omitempty"`
+
 	// screen is the screen excerpt the text shows of a program on the
 	// alternate screen (for the profiles, which write their own text).
 	screen string
@@ -261,9 +266,6 @@ func (sh *Shell) Run(ctx context.Context, in RunInput) (Result[ShellOutput], err
 	if strings.TrimSpace(in.Command) == "" {
 		return refusal[ShellOutput]("`command` is empty: give the shell text to run."), nil
 	}
-	if len(in.Until) > 0 {
-		return refusal[ShellOutput](untilRefusal), nil
-	}
 	if in.Timeout < 0 || in.Yield != nil && *in.Yield < 0 {
 		return refusal[ShellOutput]("`timeout` and `yield` are seconds, 0 or more."), nil
 	}
@@ -276,7 +278,7 @@ func (sh *Shell) Run(ctx context.Context, in RunInput) (Result[ShellOutput], err
 		return Result[ShellOutput]{}, err
 	}
 	maxOut := sh.opts.MaxOutput
-	req := wire.Exec{Command: in.Command, Timeout: in.Timeout, YieldAfter: &yield, MaxOutput: &maxOut}
+	req := wire.Exec{Command: in.Command, Timeout: in.Timeout, YieldAfter: &yield, MaxOutput: &maxOut, Until: in.Until}
 	var r wire.Result
 	for attempt := 0; ; attempt++ {
 		r, err = sh.s.Exec(ctx, sid, req)
@@ -309,7 +311,7 @@ func (sh *Shell) Run(ctx context.Context, in RunInput) (Result[ShellOutput], err
 		sh.cmds[sid+"/"+r.CommandID] = c
 	}
 	sh.mu.Unlock()
-	res, err := sh.finish(ctx, c, r)
+	res, err := sh.finish(ctx, c, r, in.Until)
 	res.Out.YieldSeconds, res.Out.YieldClass = yield, class
 	if in.Yield != nil {
 		res.Out.YieldClass = ""
@@ -317,8 +319,6 @@ func (sh *Shell) Run(ctx context.Context, in RunInput) (Result[ShellOutput], err
 	res.Out.Timeout = in.Timeout
 	return res, err
 }
-
-const untilRefusal = "`until` is not available on this sandbox yet. Use `yield` (seconds) and then shell_wait, or poll with a short shell_run."
 
 // callErr turns an error of a session call into a refusal the model can
 // act on, or returns it.
@@ -380,16 +380,13 @@ func (sh *Shell) Input(ctx context.Context, in InputInput) (Result[ShellOutput],
 	if in.Text == "" && len(in.Keys) == 0 {
 		return refusal[ShellOutput]("Give `text` to type, `keys` to press, or both (text first)."), nil
 	}
-	if len(in.Until) > 0 {
-		return refusal[ShellOutput](untilRefusal), nil
-	}
 	sid, err := sh.session(ctx, in.Session)
 	if err != nil {
 		return Result[ShellOutput]{}, err
 	}
 	yield := sh.continueYield(sid, in.Yield)
 	maxOut := sh.opts.MaxOutput
-	r, err := sh.s.Input(ctx, sid, wire.Input{Text: in.Text, Keys: in.Keys, YieldAfter: &yield, MaxOutput: &maxOut})
+	r, err := sh.s.Input(ctx, sid, wire.Input{Text: in.Text, Keys: in.Keys, YieldAfter: &yield, MaxOutput: &maxOut, Until: in.Until})
 	if err != nil {
 		return sh.callErr(sid, in.Session, err)
 	}
@@ -399,7 +396,7 @@ func (sh *Shell) Input(ctx context.Context, in InputInput) (Result[ShellOutput],
 		c.command = in.Text // input that started a command
 	}
 	sh.mu.Unlock()
-	res, err := sh.finish(ctx, c, r)
+	res, err := sh.finish(ctx, c, r, in.Until)
 	res.Out.YieldSeconds = yield
 	return res, err
 }
@@ -417,14 +414,11 @@ func (sh *Shell) Interrupt(ctx context.Context, session string) (Result[ShellOut
 	if err != nil {
 		return sh.callErr(sid, session, err)
 	}
-	return sh.finish(ctx, sh.current(sid, r.CommandID, r.OffsetStart), r)
+	return sh.finish(ctx, sh.current(sid, r.CommandID, r.OffsetStart), r, nil)
 }
 
 // Wait carries out one shell_wait call.
 func (sh *Shell) Wait(ctx context.Context, in WaitInput) (Result[WaitOutput], error) {
-	if len(in.Until) > 0 {
-		return refusal[WaitOutput](untilRefusal), nil
-	}
 	if in.Mode != "" && in.Mode != "any" && in.Mode != "all" {
 		return refusal[WaitOutput](fmt.Sprintf("`mode` is any or all, not %q.", in.Mode)), nil
 	}
@@ -466,9 +460,9 @@ func (sh *Shell) Wait(ctx context.Context, in WaitInput) (Result[WaitOutput], er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = sh.waitOne(wctx, sid, in.Session, in.Yield)
+			results[i], errs[i] = sh.waitOne(wctx, sid, in.Session, in.Yield, in.Until)
 			o := results[i].Out
-			needs := o.Status != wire.StatusRunning || o.WaitingForInput || o.OnScreen != ""
+			needs := o.Status != wire.StatusRunning || o.WaitingForInput || o.OnScreen != "" || o.Matched != ""
 			if errs[i] == nil && in.Mode != "all" && len(sids) > 1 && needs {
 				cancel()
 			}
@@ -499,10 +493,10 @@ func (sh *Shell) Wait(ctx context.Context, in WaitInput) (Result[WaitOutput], er
 	return Result[WaitOutput]{Text: strings.Join(texts, "\n\n"), Out: out, IsError: isErr}, nil
 }
 
-func (sh *Shell) waitOne(ctx context.Context, sid, named string, given *float64) (Result[ShellOutput], error) {
+func (sh *Shell) waitOne(ctx context.Context, sid, named string, given *float64, until *wire.Until) (Result[ShellOutput], error) {
 	yield := sh.continueYield(sid, given)
 	maxOut := sh.opts.MaxOutput
-	r, err := sh.s.Wait(ctx, sid, wire.Wait{YieldAfter: &yield, MaxOutput: &maxOut})
+	r, err := sh.s.Wait(ctx, sid, wire.Wait{YieldAfter: &yield, MaxOutput: &maxOut, Until: until})
 	if err != nil {
 		if errors.Is(err, wire.ErrNoCommand) {
 			return sh.idle(sid), nil
@@ -512,7 +506,7 @@ func (sh *Shell) waitOne(ctx context.Context, sid, named string, given *float64)
 		}
 		return sh.callErr(sid, named, err)
 	}
-	res, err := sh.finish(ctx, sh.current(sid, r.CommandID, r.OffsetStart), r)
+	res, err := sh.finish(ctx, sh.current(sid, r.CommandID, r.OffsetStart), r, until)
 	res.Out.YieldSeconds = yield
 	return res, err
 }

@@ -52,6 +52,8 @@ func TestShellSchemas(t *testing.T) {
 				v = 1.5
 			case "array":
 				v = []string{"a"}
+			case "object":
+				v = map[string]any{"port": 8000}
 			default:
 				t.Errorf("%s.%s: type %q", tc.want, name, p.Type)
 			}

@@ -63,12 +63,15 @@ type Exec struct {
 	Timeout    float64  `json:"timeout,omitempty"`
 	YieldAfter *float64 `json:"yield_after,omitempty"`
 	MaxOutput  *int     `json:"max_output,omitempty"`
+	// Until: return as soon as one of these conditions holds (until.go).
+	Until *Until `json:"until,omitempty"`
 }
 
 // Wait is the body of POST /v1/sessions/{id}/wait.
 type Wait struct {
 	YieldAfter *float64 `json:"yield_after,omitempty"`
 	MaxOutput  *int     `json:"max_output,omitempty"`
+	Until      *Until   `json:"until,omitempty"`
 }
 
 // Input is the body of POST /v1/sessions/{id}/input.
@@ -77,6 +80,7 @@ type Input struct {
 	Keys       []string `json:"keys,omitempty"`
 	YieldAfter *float64 `json:"yield_after,omitempty"`
 	MaxOutput  *int     `json:"max_output,omitempty"`
+	Until      *Until   `json:"until,omitempty"`
 }
 
 // Interrupt is the (optional) body of POST /v1/sessions/{id}/interrupt.
@@ -172,6 +176,14 @@ type Result struct {
 	LogIncomplete bool    `json:"log_incomplete,omitempty"`
 	LogMissing    []int64 `json:"log_missing,omitempty"`
 	LogError      string  `json:"log_error,omitempty"`
+	// Matched names the until condition that held (output, port, quiet,
+	// screen) on a running result; absent when the call returned for
+	// anything else, and on every result of an ended command (its end
+	// is the stronger fact). MatchedText is an extension: what held, as
+	// text: the text the output or screen expression matched (at most
+	// 200 characters), or the address listening on the port.
+	Matched     string `json:"matched,omitempty"`
+	MatchedText string `json:"matched_text,omitempty"`
 }
 
 // Cursor is a position on the screen, zero-based.
