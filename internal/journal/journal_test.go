@@ -1,0 +1,150 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// readAll reads every event from from on once the writer has them.
+func readAll(t *testing.T, j *Journal, from uint64, bytes bool) []wire.Event {
+	t.Helper()
+	j.Flush()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, next := j.Bounds()
+		j.mu.Lock()
+		all := j.written == j.next
+		j.mu.Unlock()
+		if all || time.Now().After(deadline) {
+			_ = next
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var out []wire.Event
+	for range 100000 {
+		evs, next := j.Read(from, 100, bytes)
+		if len(evs) == 0 {
+			return out
+		}
+		out = append(out, evs...)
+		from = next
+	}
+	return out
+}
+
+func TestJournalRestartEndsWhatRan(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Append(wire.Event{Session: "s_1", Type: wire.EventSessionCreated, Source: wire.SourceAPI}, wire.SessionData{Name: "a"})
+	started := j.Append(wire.Event{Session: "s_1", Command: "c_1", Type: wire.EventCommandStarted, Source: wire.SourceAPI}, wire.CommandStartedData{Text: "sleep 100", Via: "exec"})
+	j.Output("s_1", 0, []byte("hello"))
+	id := j.ID()
+	// No Close: a limbsd killed with kill -9 leaves only what its writer
+	// handed to the kernel.
+	readAll(t, j, 1, false)
+	j2, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	defer j.Close()
+	if j2.ID() != id {
+		t.Errorf("journal id after a restart = %q, want %q", j2.ID(), id)
+	}
+	evs := readAll(t, j2, 1, false)
+	var types []wire.EventType
+	for i, ev := range evs {
+		if ev.Seq != uint64(i+1) {
+			t.Errorf("event %d has seq %d", i, ev.Seq)
+		}
+		types = append(types, ev.Type)
+	}
+	want := []wire.EventType{wire.EventSessionCreated, wire.EventCommandStarted, wire.EventOutput, wire.EventCommandFinished, wire.EventSessionExited}
+	if len(types) != len(want) {
+		t.Fatalf("events after restart: %v, want %v", types, want)
+	}
+	for i := range want {
+		if types[i] != want[i] {
+			t.Fatalf("events after restart: %v, want %v", types, want)
+		}
+	}
+	fin := evs[3]
+	var d wire.CommandFinishedData
+	_ = json.Unmarshal(fin.Data, &d)
+	if fin.Cause != started || fin.Command != "c_1" || d.Status != wire.StatusLost || d.Reason != ReasonLimbsdExited || d.OffsetEnd != 5 {
+		t.Errorf("the cut command's end: %+v %+v", fin, d)
+	}
+}
+
+func TestJournalSlowReaderGetsGap(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(Options{Dir: dir, RingEvents: 64, MaxDisk: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i := range 2000 {
+		j.Append(wire.Event{Session: "s_1", Type: wire.EventInput, Source: wire.SourceAPI}, wire.InputData{Text: "some text typed into the terminal " + string(rune('a'+i%26))})
+	}
+	evs := readAll(t, j, 1, false)
+	if len(evs) == 0 || evs[0].Type != wire.EventGap {
+		t.Fatalf("a reader from seq 1 after the bound cut the journal got %d events, the first %+v; want a log.gap first", len(evs), evs)
+	}
+	var g wire.GapData
+	_ = json.Unmarshal(evs[0].Data, &g)
+	if g.From != 1 || g.To <= 1 || evs[0].Seq != g.To-1 || g.Reason == "" {
+		t.Errorf("gap %+v (seq %d)", g, evs[0].Seq)
+	}
+	next := g.To
+	for _, ev := range evs[1:] {
+		if ev.Seq != next {
+			t.Fatalf("after the gap: seq %d, want %d", ev.Seq, next)
+		}
+		next++
+	}
+	if next != 2001 {
+		t.Errorf("read up to %d, want 2001", next)
+	}
+}
+
+func TestJournalOutputBytes(t *testing.T) {
+	dir := t.TempDir()
+	// A ring too small for the output: bytes come from the spool.
+	j, err := Open(Options{Dir: dir, RingEvents: 256, RingBytes: 128 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var want []byte
+	var off int64
+	for i := range 300 {
+		p := bytes.Repeat([]byte{byte('a' + i%26)}, 100+i*37%5000)
+		j.Output("s_1", off, p)
+		off += int64(len(p))
+		want = append(want, p...)
+	}
+	evs := readAll(t, j, 1, true)
+	var got []byte
+	for _, ev := range evs {
+		if ev.Type != wire.EventOutput {
+			t.Fatalf("event %+v", ev)
+		}
+		var d wire.OutputData
+		_ = json.Unmarshal(ev.Data, &d)
+		if d.Offset != int64(len(got)) || int64(len(d.Bytes)) != d.Size {
+			t.Fatalf("output event at %d of %d bytes holds %d, want offset %d", d.Offset, d.Size, len(d.Bytes), len(got))
+		}
+		got = append(got, d.Bytes...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the output events' bytes (%d) differ from the output (%d)", len(got), len(want))
+	}
+}
