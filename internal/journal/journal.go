@@ -104,7 +104,8 @@ type Journal struct {
 	outEnd  int64 // spool offset one past the newest byte written
 	closed  bool
 	werr    error // the newest write error, logged once per failing spell
-	lastErr string
+	// apiPaths are the paths the file API changes (watch.go).
+	apiPaths map[string]apiChange
 }
 
 type entry struct {

@@ -128,6 +128,14 @@ type Session struct {
 	// in (recover.go).
 	inflight atomic.Int64
 
+	// The journal (journal.go), guarded by mu: who typed last, how many
+	// shells this daemon started, why the shell is being ended, and
+	// whether the session was restored from an earlier daemon.
+	lastVia     string
+	shellStarts int
+	endWhy      string
+	restored    bool
+
 	emuMu   sync.Mutex
 	emu     emulator
 	emuOff  int64
@@ -188,6 +196,12 @@ type command struct {
 	timer    *time.Timer
 	done     chan struct{}
 	logState
+
+	// The journal's seqs of its start and end, who started it, and
+	// whether a wait for input was recorded (journal.go); guarded by mu.
+	startSeq, endSeq uint64
+	via              string
+	waitNoted        bool
 
 	// Recovery (recover.go): the watch timer and its period, whether a
 	// check runs, and whether the command ended with no proven end.
@@ -350,6 +364,7 @@ func (s *Session) startLocked() (*proc, error) {
 	p.startReaper()
 	p.rc = rcPath
 	s.p = p
+	s.noteShellStartLocked()
 	s.parser = newParser(s.token)
 	s.gap = gapState{}
 	if ends != nil {
@@ -395,6 +410,9 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	var killErr error
 	if p != nil {
 		s.awaitEnvSave(p)
+		s.mu.Lock()
+		s.endWhy = reasonRestart
+		s.mu.Unlock()
 		killErr = p.killTree()
 		select {
 		case <-p.done:

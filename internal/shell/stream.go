@@ -48,6 +48,10 @@ type stream struct {
 	log     *slog.Logger
 	werr    error // the newest write error, logged once per failing spell
 	wfails  int   // failed writes so far
+	// onAppend, when set, is told of every append after mu is released
+	// (the journal's timing index: journal.go). Appends are serialised
+	// by the session's mu, so it sees them in order.
+	onAppend func(off int64, p []byte)
 }
 
 // syncAhead is how much of the newest output may be in memory only. Output
@@ -154,6 +158,9 @@ func (s *stream) append(p []byte) int64 {
 	s.notify = make(chan struct{})
 	s.mu.Unlock()
 	close(ch)
+	if s.onAppend != nil {
+		s.onAppend(start, p)
+	}
 	return start
 }
 
