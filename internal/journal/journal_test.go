@@ -15,12 +15,10 @@ func readAll(t *testing.T, j *Journal, from uint64, bytes bool) []wire.Event {
 	j.Flush()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, next := j.Bounds()
 		j.mu.Lock()
 		all := j.written == j.next
 		j.mu.Unlock()
 		if all || time.Now().After(deadline) {
-			_ = next
 			break
 		}
 		time.Sleep(time.Millisecond)

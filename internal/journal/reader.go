@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -37,6 +38,7 @@ func (j *Journal) Read(from uint64, limit int, withBytes bool) ([]wire.Event, ui
 	}
 	type fill struct {
 		i     int
+		bytes []byte
 		spool int64
 	}
 	var fills []fill
@@ -50,19 +52,19 @@ func (j *Journal) Read(from uint64, limit int, withBytes bool) ([]wire.Event, ui
 	}
 	for ; next < j.written && len(out) < limit; next++ {
 		e := j.ring[next%n]
-		ev := e.ev
-		if withBytes && ev.Type == wire.EventOutput {
-			if e.bytes != nil {
-				ev = withData(ev, e.bytes)
-			} else {
-				fills = append(fills, fill{len(out), e.spool})
-			}
+		if withBytes && e.ev.Type == wire.EventOutput {
+			fills = append(fills, fill{len(out), e.bytes, e.spool})
 		}
-		out = append(out, ev)
+		out = append(out, e.ev)
 	}
 	j.mu.Unlock()
+	// The bytes are put in without mu: the shell appends meanwhile.
 	for _, f := range fills {
-		out[f.i] = j.spooled(out[f.i], f.spool)
+		if f.bytes != nil {
+			out[f.i] = withData(out[f.i], f.bytes)
+		} else {
+			out[f.i] = j.spooled(out[f.i], f.spool)
+		}
 	}
 	return out, next
 }
@@ -116,7 +118,7 @@ func (j *Journal) readSpool(at, size int64) ([]byte, bool) {
 
 func gapEvent(from, to uint64, why string) wire.Event {
 	d, _ := json.Marshal(wire.GapData{From: from, To: to, Reason: why})
-	return wire.Event{Seq: to - 1, Type: wire.EventGap, Source: wire.SourceSystem, Data: d}
+	return wire.Event{Seq: to - 1, Time: time.Now().UTC(), Type: wire.EventGap, Source: wire.SourceSystem, Data: d}
 }
 
 // readFiles reads events [from, to) from the event segments.
