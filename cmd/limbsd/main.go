@@ -93,9 +93,9 @@ func run(args []string) int {
 	fs.BoolVar(&version, "version", false, "print the version and exit")
 	maxSessionDisk := fs.String("max-session-disk", "256MiB", "most output one session keeps in --state-dir (its stream and command logs; 0: no bound)")
 	maxDisk := fs.String("max-disk", "1GiB", "most output all sessions together keep in --state-dir (0: no bound)")
-	journalMaxDisk := fs.String("journal-max-disk", "64MiB", "most the event journal keeps in --state-dir/journal, the output bytes apart (the oldest events are dropped)")
+	journalMaxDisk := fs.String("journal-max-disk", "32MiB", "most the event journal keeps in --state-dir/journal, the output bytes apart (the oldest events are dropped)")
 	fs.IntVar(&cfg.journalMemory, "journal-memory", journal.DefaultRingEvents, "events the journal keeps in memory; readers further behind are served from its files")
-	journalMaxOutput := fs.String("journal-max-output-disk", "256MiB", "most output bytes the event journal keeps for GET /v1/events?output=bytes (the oldest are dropped)")
+	journalMaxOutput := fs.String("journal-max-output-disk", "128MiB", "most output bytes the event journal keeps for GET /v1/events?output=bytes (the oldest are dropped)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK

@@ -47,8 +47,8 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxDisk       = 64 << 20  // the event segments together
-	DefaultMaxOutputDisk = 256 << 20 // the output spool's segments together
+	DefaultMaxDisk       = 32 << 20  // the event segments together
+	DefaultMaxOutputDisk = 128 << 20 // the output spool's segments together
 	DefaultRingEvents    = 1 << 16
 	DefaultRingBytes     = 16 << 20 // output bytes held in memory
 	// Output is coalesced into one event per session per OutputEvery, or

@@ -3,6 +3,11 @@ package journal
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,4 +150,72 @@ func TestJournalOutputBytes(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("the output events' bytes (%d) differ from the output (%d)", len(got), len(want))
 	}
+}
+
+// TestJournalFullDisk: writes that fail (a full disk, here /dev/full)
+// never stop appends; readers get the events from memory while they are
+// there, and a log.gap naming the failed write once they are not.
+func TestJournalFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	if err := os.Symlink("/dev/full", segPath(dir, "events-", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "id"), []byte("j_test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logged := &syncWriter{w: &bytes.Buffer{}}
+	j, err := Open(Options{Dir: dir, RingEvents: 32, Logger: slog.New(slog.NewTextHandler(logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for range 20 {
+		j.Append(wire.Event{Session: "s_1", Type: wire.EventInput, Source: wire.SourceAPI}, wire.InputData{Text: "x"})
+	}
+	evs := readAll(t, j, 1, false)
+	if len(evs) != 20 || evs[0].Seq != 1 || evs[0].Type != wire.EventInput {
+		t.Fatalf("with the disk full, %d events from memory (first %+v), want all 20", len(evs), evs)
+	}
+	for range 100 {
+		j.Append(wire.Event{Session: "s_1", Type: wire.EventInput, Source: wire.SourceAPI}, wire.InputData{Text: "y"})
+	}
+	evs = readAll(t, j, 1, false)
+	if len(evs) == 0 || evs[0].Type != wire.EventGap {
+		t.Fatalf("after the ring dropped unwritten events: %+v, want a log.gap first", evs)
+	}
+	if g := dataOf(t, evs[0]); g.From != 1 || !strings.Contains(g.Reason, "write") {
+		t.Errorf("gap %+v: want it from 1, naming the failed write", g)
+	}
+	if log := logged.String(); !strings.Contains(log, "writing the event journal failed") {
+		t.Errorf("the failed write was not logged: %q", log)
+	}
+}
+
+func dataOf(t *testing.T, ev wire.Event) wire.GapData {
+	t.Helper()
+	var g wire.GapData
+	if err := json.Unmarshal(ev.Data, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
 }

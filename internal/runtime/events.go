@@ -19,6 +19,7 @@ import (
 const (
 	defaultEventLimit = 1000
 	maxEventLimit     = 10000
+	maxBytesLimit     = 256 // with output=bytes
 )
 
 // eventsKeepAlive is how long a followed answer stays silent before it
@@ -80,6 +81,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("from=%d is past the end of journal %s, whose next event is %d: a reader that saw later events read another journal (limbsd's state directory was wiped); start again from 1: %w", from, j.ID(), next, wire.ErrBadRequest))
 		return
 	}
+	if withBytes {
+		// Output events carry up to 64 KiB each: 16 MiB at most.
+		limit = min(limit, maxBytesLimit)
+	}
 	w.Header().Set(wire.JournalHeader, j.ID())
 	if !follow {
 		evs, n := j.Read(from, limit, withBytes)
@@ -110,6 +115,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		buf.WriteByte('\n')
 	}
 	ctx := r.Context()
+	// A batch of output events with their bytes is up to 64 KiB each.
+	batch := 256
+	if withBytes {
+		batch = 16
+	}
 	keep := time.NewTimer(eventsKeepAlive)
 	defer keep.Stop()
 	for {
@@ -122,7 +132,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			keep.Reset(eventsKeepAlive)
 		}
 		_, changed := j.Changed()
-		evs, n := j.Read(from, 256, withBytes)
+		evs, n := j.Read(from, batch, withBytes)
 		if len(evs) > 0 {
 			for _, ev := range evs {
 				line, err := json.Marshal(ev)
