@@ -92,6 +92,10 @@ func TestEventsRecordEverything(t *testing.T) {
 	if err != nil || r1.Output != "hello-journal\n" {
 		t.Fatalf("exec: %+v %v", r1, err)
 	}
+	ri, err := c.Input(ctx, s.ID, wire.Input{Text: "echo typed-line\n", YieldAfter: &y})
+	if err != nil || ri.CommandID == "" {
+		t.Fatalf("a line typed through input: %+v %v", ri, err)
+	}
 	r2, err := c.Exec(ctx, s.ID, wire.Exec{Command: "sleep 30", Timeout: 0.3, YieldAfter: &y})
 	if err != nil || r2.Status != wire.StatusTimeout {
 		t.Fatalf("exec with a timeout: %+v %v", r2, err)
@@ -185,6 +189,12 @@ func TestEventsRecordEverything(t *testing.T) {
 	if f1.Status != wire.StatusExited || f1.ExitCode == nil || *f1.ExitCode != 0 || f1.Cwd != "/tmp" || f1.OffsetStart != r1.OffsetStart || f1.OffsetEnd != r1.OffsetEnd || f1.DurationMs < 0 {
 		t.Errorf("command.finished of the first command: %+v, result %+v", f1, r1)
 	}
+	if sti := dataOf[wire.CommandStartedData](t, started[ri.CommandID]); sti.Via != "input" || started[ri.CommandID].Source != wire.SourceAPI {
+		t.Errorf("command.started of a line typed through input: %+v (%s)", sti, started[ri.CommandID].Source)
+	}
+	if fi := finished[ri.CommandID]; fi.Status != wire.StatusExited || fi.ExitCode == nil || *fi.ExitCode != 0 {
+		t.Errorf("command.finished of a line typed through input: %+v", fi)
+	}
 	if f2 := finished[r2.CommandID]; f2.Status != wire.StatusTimeout || f2.Signal == "" {
 		t.Errorf("command.finished of the timed-out command: %+v", f2)
 	}
@@ -196,8 +206,11 @@ func TestEventsRecordEverything(t *testing.T) {
 	if byType[wire.EventCommandWaiting][0].Command != r3.CommandID || !w.Waiting || !w.EchoOff {
 		t.Errorf("command.waiting: %+v", w)
 	}
-	in := dataOf[wire.InputData](t, byType[wire.EventInput][0])
-	if !in.Masked || in.Text != strings.Repeat("*", len(secret)+1) || byType[wire.EventInput][0].Command != r3.CommandID {
+	if in := dataOf[wire.InputData](t, byType[wire.EventInput][0]); in.Masked || in.Text != "echo typed-line\n" {
+		t.Errorf("input typed at the shell's prompt: %+v, want it as typed", in)
+	}
+	in := dataOf[wire.InputData](t, byType[wire.EventInput][1])
+	if !in.Masked || in.Text != strings.Repeat("*", len(secret)+1) || byType[wire.EventInput][1].Command != r3.CommandID {
 		t.Errorf("input typed with echo off: %+v, want masked", in)
 	}
 	fw := dataOf[wire.FileData](t, byType[wire.EventFileWritten][0])
