@@ -495,3 +495,54 @@ func TestEventsLimbsdRestartEndsCutCommand(t *testing.T) {
 		t.Errorf("order: finished %d, exited %d, restarted %d (%+v)", fin.Seq, exited.Seq, restarted.Seq, rs)
 	}
 }
+
+// TestEventsAttachedTerminal: a line a person types on an attached
+// terminal is input from the terminal and a command started via attach;
+// a password typed there while echo is off is masked.
+func TestEventsAttachedTerminal(t *testing.T) {
+	d := startDaemon(t, "--token", testToken)
+	c := d.client(t, testToken)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, wire.CreateSession{Name: "term"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Attach(ctx, s.ID, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	go func() { _, _ = io.Copy(io.Discard, a) }()
+	if _, err := a.Write([]byte("read -s PW; echo done-$PW\r")); err != nil {
+		t.Fatal(err)
+	}
+	eventsUntil(t, c, "the typed command's start", func(ev wire.Event) bool { return ev.Type == wire.EventCommandStarted })
+	testbin.Eventually(t, "the password prompt with echo off", 20*time.Second, func() bool {
+		y := 5.0
+		r, err := c.Wait(ctx, s.ID, wire.Wait{YieldAfter: &y})
+		return err == nil && r.WaitingForInput && r.EchoOff
+	})
+	const secret = "t3rminal-pw"
+	if _, err := a.Write([]byte(secret + "\r")); err != nil {
+		t.Fatal(err)
+	}
+	evs := eventsUntil(t, c, "the typed command's end", func(ev wire.Event) bool { return ev.Type == wire.EventCommandFinished })
+	var inputs []wire.InputData
+	for _, ev := range evs {
+		switch ev.Type {
+		case wire.EventCommandStarted:
+			st := dataOf[wire.CommandStartedData](t, ev)
+			if st.Via != "attach" || ev.Source != wire.SourceTerminal {
+				t.Errorf("command.started of a line typed on the terminal: %+v (source %s)", st, ev.Source)
+			}
+		case wire.EventInput:
+			if ev.Source != wire.SourceTerminal {
+				t.Errorf("input from the terminal has source %s", ev.Source)
+			}
+			inputs = append(inputs, dataOf[wire.InputData](t, ev))
+		}
+	}
+	if len(inputs) != 2 || inputs[0].Masked || !inputs[1].Masked || strings.Contains(inputs[1].Text, secret) {
+		t.Errorf("inputs %+v: want the command line as typed and the password masked", inputs)
+	}
+}
