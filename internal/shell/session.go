@@ -53,7 +53,10 @@
 // the read loop behind it); the emulator is guarded by emuMu.
 //
 // Lock order (outer first; no other nesting): closeMu, then startMu, then
-// persistMu or a command's logMu, then mu, then the stream's lock.
+// persistMu or a command's logMu, then mu, then the stream's lock. The
+// journal (Options.Journal, journal.go) is told of events with mu held
+// and of output after the stream's lock is released; its own lock is
+// innermost and it calls nothing back.
 // Manager.mu is never held while a session lock is taken; proc.killMu is
 // taken only by killTree, which is never called with mu held. close runs once:
 // a second caller (Delete racing the daemon's Close) waits for the first.
