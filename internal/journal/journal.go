@@ -19,7 +19,10 @@
 // callers, often with their session's lock held: the journal takes no
 // other lock and calls nothing outside itself while holding mu), the
 // writer (one per journal: the only writer of the files), one timer per
-// session with output waiting to be coalesced, and any number of readers.
+// session with output waiting to be coalesced, any number of readers, and
+// the workspace watcher's two goroutines (watch.go: the inotify reader,
+// and the loop that coalesces changes and appends them; it takes mu only
+// through Append and to check the file API's paths).
 // mu guards the ring, the counters and the segment lists; the writer does
 // its file I/O without mu. Readers see only events the writer has handed
 // to the kernel (seq < written), so that an event a client has seen is
