@@ -109,6 +109,9 @@ type Journal struct {
 	werr    error // the newest write error, logged once per failing spell
 	// apiPaths are the paths the file API changes (watch.go).
 	apiPaths map[string]apiChange
+	// outEnds is where each session's output events ended when the
+	// journal was opened (OutputEnd); set by Open, read-only after.
+	outEnds map[string]int64
 }
 
 type entry struct {
@@ -189,10 +192,23 @@ func Open(opts Options) (*Journal, error) {
 		j.outEnd = int64(j.outSegs[n-1].first) + j.outSegs[n-1].size
 	}
 	last, open := j.scan()
+	j.outEnds = open.outEnd
 	j.first, j.next, j.written = last+1, last+1, last+1
 	go j.writer()
 	j.endLeftovers(open)
 	return j, nil
+}
+
+// OutputEnd is the offset where the output events of session ended when
+// the journal was opened, and whether it has any: a restored session's
+// stream continues there (package shell), so that its output events
+// neither overlap nor leave a hole after a kill -9.
+func (j *Journal) OutputEnd(session string) (int64, bool) {
+	if j == nil {
+		return 0, false
+	}
+	n, ok := j.outEnds[session]
+	return n, ok
 }
 
 // ID names this journal: a reader that sees another id than before is

@@ -546,3 +546,67 @@ func TestEventsAttachedTerminal(t *testing.T) {
 		t.Errorf("inputs %+v: want the command line as typed and the password masked", inputs)
 	}
 }
+
+// TestEventsKill9InFlood: limbsd killed with kill -9 in the middle of a
+// flood of output, whose stream file and journal hold different amounts
+// of it; after the restart the session's output events still cover its
+// stream without an overlap or a hole, and the bytes of the next command
+// are the raw output.
+func TestEventsKill9InFlood(t *testing.T) {
+	d := startDaemon(t, "--token", testToken)
+	c := d.client(t, testToken)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, wire.CreateSession{Name: "flood"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := 0.3
+	if _, err := c.Exec(ctx, s.ID, wire.Exec{Command: "while :; do seq 1 100000; done", YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	var seen int
+	testbin.Eventually(t, "a few MiB of output events", 20*time.Second, func() bool {
+		seen = 0
+		for _, ev := range allEvents(t, c, false) {
+			if ev.Type == wire.EventOutput {
+				seen++
+			}
+		}
+		return seen > 40
+	})
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+
+	d2 := startDaemonAt(t, d.dir, testToken, "--token", testToken)
+	c2 := d2.client(t, testToken)
+	y2 := 20.0
+	r, err := c2.Exec(ctx, s.ID, wire.Exec{Command: "echo after-the-restart", YieldAfter: &y2})
+	if err != nil || r.Output != "after-the-restart\n" {
+		t.Fatalf("exec after the restart: %+v %v", r, err)
+	}
+	eventsUntil(t, c2, "the command's end", func(ev wire.Event) bool {
+		return ev.Type == wire.EventCommandFinished && ev.Command == r.CommandID
+	})
+	var end int64 = -1
+	var tail []byte
+	for _, ev := range allEvents(t, c2, true) {
+		if ev.Type != wire.EventOutput || ev.Session != s.ID {
+			continue
+		}
+		od := dataOf[wire.OutputData](t, ev)
+		if end >= 0 && od.Offset != end {
+			t.Fatalf("output event %d covers %d..%d, the one before ended at %d: the events overlap or leave a hole", ev.Seq, od.Offset, od.Offset+od.Size, end)
+		}
+		end = od.Offset + od.Size
+		if od.Offset+od.Size > r.OffsetStart {
+			tail = append(tail, od.Bytes...)
+			if od.Offset < r.OffsetStart {
+				tail = tail[r.OffsetStart-od.Offset:]
+			}
+		}
+	}
+	raw, err := readOutput(t, c2, s.ID, r.OffsetStart, r.OffsetEnd)
+	if err != nil || len(tail) < len(raw) || !bytes.Equal(tail[:len(raw)], raw) {
+		t.Errorf("the next command's bytes in the journal %q differ from its raw output %q (%v)", tail, raw, err)
+	}
+}

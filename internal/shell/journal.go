@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,53 @@ type Recorder interface {
 	Append(ev wire.Event, data any) uint64
 	// Output notes that session's output stream got p at offset off.
 	Output(session string, off int64, p []byte)
+}
+
+// outputEnder is the part of a Recorder that knows where a session's
+// output events ended (journal.Journal.OutputEnd).
+type outputEnder interface {
+	OutputEnd(session string) (int64, bool)
+}
+
+// maxReplay bounds the output a restored session hands the journal again.
+const maxReplay = 64 << 20
+
+// alignJournal makes a restored session's stream and the journal agree on
+// where the output ends. A limbsd killed with kill -9 may have written
+// more to the journal than to stream.log (written in blocks, see
+// syncAhead): the stream then continues at the journal's end, the bytes
+// between a hole (410 gone; the journal has them). Or the other way
+// round: the journal gets the stream's bytes it misses (the newest
+// maxReplay of them; the rest is a hole of the output events).
+func (m *Manager) alignJournal(id string, out *stream) {
+	oe, ok := m.opts.Journal.(outputEnder)
+	if !ok {
+		return
+	}
+	je, known := oe.OutputEnd(id)
+	end := out.size()
+	switch {
+	case !known || je == end:
+	case je > end:
+		out.skipTo(je)
+	default:
+		from := max(je, end-maxReplay)
+		buf := make([]byte, 64<<10)
+		for off := from; off < end; {
+			n, err := out.readAt(buf[:min(int64(len(buf)), end-off)], off)
+			if n > 0 {
+				m.opts.Journal.Output(id, off, buf[:n])
+				off += int64(n)
+				continue
+			}
+			var g *wire.GoneError
+			if errors.As(err, &g) && g.To > off {
+				off = g.To
+				continue
+			}
+			break
+		}
+	}
 }
 
 // maxEventText bounds the text of one command.started or input event; the

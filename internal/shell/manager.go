@@ -426,6 +426,7 @@ func (m *Manager) newSession(ps persisted) (*Session, error) {
 		return nil, err
 	}
 	if j := m.opts.Journal; j != nil {
+		m.alignJournal(ps.ID, out)
 		id := ps.ID
 		out.onAppend = func(off int64, p []byte) { j.Output(id, off, p) }
 	}

@@ -454,6 +454,22 @@ func (s *stream) copyTo(f *os.File, from, to int64) (int64, error) {
 	return done, nil
 }
 
+// skipTo moves the end of an idle stream up to off, the bytes between a
+// hole: they were shown and recorded elsewhere (the journal) but never
+// reached the file. The file grows to off so that a restart finds the
+// same end.
+func (s *stream) skipTo(off int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if off <= s.end || s.closed {
+		return
+	}
+	s.syncLocked()
+	s.addHoleLocked(s.end, off)
+	s.end, s.synced, s.memBase = off, off, off
+	_ = s.file.Truncate(off)
+}
+
 // size returns the current end offset.
 func (s *stream) size() int64 {
 	s.mu.Lock()
