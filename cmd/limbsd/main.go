@@ -28,6 +28,7 @@ import (
 
 	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/files"
+	"github.com/limbs-dev/limbs/internal/journal"
 	"github.com/limbs-dev/limbs/internal/runtime"
 	"github.com/limbs-dev/limbs/internal/shell"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -54,6 +55,10 @@ type config struct {
 	maxSessionDisk int64
 	maxDisk        int64
 	user           string
+	// Bounds of the event journal's files (docs/api.md, "Events").
+	journalMaxDisk   int64
+	journalMaxOutput int64
+	journalMemory    int
 }
 
 func main() {
@@ -88,6 +93,9 @@ func run(args []string) int {
 	fs.BoolVar(&version, "version", false, "print the version and exit")
 	maxSessionDisk := fs.String("max-session-disk", "256MiB", "most output one session keeps in --state-dir (its stream and command logs; 0: no bound)")
 	maxDisk := fs.String("max-disk", "1GiB", "most output all sessions together keep in --state-dir (0: no bound)")
+	journalMaxDisk := fs.String("journal-max-disk", "32MiB", "most the event journal keeps in --state-dir/journal, the output bytes apart (the oldest events are dropped)")
+	fs.IntVar(&cfg.journalMemory, "journal-memory", journal.DefaultRingEvents, "events the journal keeps in memory; readers further behind are served from its files")
+	journalMaxOutput := fs.String("journal-max-output-disk", "128MiB", "most output bytes the event journal keeps for GET /v1/events?output=bytes (the oldest are dropped)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -106,7 +114,8 @@ func run(args []string) int {
 		name string
 		v    string
 		to   *int64
-	}{{"max-session-disk", *maxSessionDisk, &cfg.maxSessionDisk}, {"max-disk", *maxDisk, &cfg.maxDisk}} {
+	}{{"max-session-disk", *maxSessionDisk, &cfg.maxSessionDisk}, {"max-disk", *maxDisk, &cfg.maxDisk},
+		{"journal-max-disk", *journalMaxDisk, &cfg.journalMaxDisk}, {"journal-max-output-disk", *journalMaxOutput, &cfg.journalMaxOutput}} {
 		n, err := shell.ParseSize(f.v)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "limbsd: --%s: %v\n", f.name, err)
@@ -191,6 +200,14 @@ func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// The journal opens first: it ends what a previous limbsd left
+	// running before the restored sessions record their new shells, and
+	// closes last, after the shells' ends.
+	jrn, err := journal.Open(journal.Options{Dir: filepath.Join(cfg.stateDir, "journal"), MaxDisk: cfg.journalMaxDisk, MaxOutputDisk: cfg.journalMaxOutput, RingEvents: cfg.journalMemory, Logger: log})
+	if err != nil {
+		return fmt.Errorf("opening the event journal: %w", err)
+	}
+	defer jrn.Close()
 	mgr, err := shell.NewManager(ctx, shell.Options{
 		StateDir: cfg.stateDir,
 		Workdir:  cfg.workdir,
@@ -200,6 +217,7 @@ func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 
 		MaxSessionDisk: cfg.maxSessionDisk,
 		MaxDisk:        cfg.maxDisk,
+		Journal:        jrn,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the session manager: %w", err)
@@ -212,7 +230,23 @@ func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 	if c, ok := fsrv.(interface{ Close() error }); ok {
 		defer c.Close()
 	}
-	api := runtime.New(runtime.Options{Token: cfg.token, Manager: mgr, Files: fsrv, Logger: log})
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		running := func() []journal.Running {
+			var out []journal.Running
+			for _, r := range mgr.Running() {
+				out = append(out, journal.Running{Session: r.Session, Command: r.Command})
+			}
+			return out
+		}
+		root, _ := filepath.Abs(cfg.workdir)
+		state, _ := filepath.Abs(cfg.stateDir)
+		if err := jrn.Watch(wctx, journal.WatchOptions{Root: root, Skip: []string{state}, Running: running}); err != nil {
+			log.Warn("the workspace watcher cannot start: the journal records no file.changed events", "err", err)
+		}
+	}()
+	api := runtime.New(runtime.Options{Token: cfg.token, Manager: mgr, Files: fsrv, Journal: jrn, Logger: log})
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/limbs-dev/limbs/internal/endpoint"
+	"github.com/limbs-dev/limbs/internal/journal"
 	"github.com/limbs-dev/limbs/internal/shell"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -37,8 +38,11 @@ type Options struct {
 	Manager *shell.Manager
 	// Files serves /v1/files and /v1/files/* (package files). Optional: when
 	// nil those routes answer 503 unavailable.
-	Files  http.Handler
-	Logger *slog.Logger
+	Files http.Handler
+	// Journal serves GET /v1/events and records the file API's changes
+	// (events.go). Optional: when nil, GET /v1/events answers 503.
+	Journal *journal.Journal
+	Logger  *slog.Logger
 }
 
 // Server is the limbsd HTTP API. It implements http.Handler.
@@ -81,6 +85,7 @@ func New(opts Options) *Server {
 		{"GET", "/v1/sessions/{id}/screen", false, s.screen},
 		{"GET", "/v1/sessions/{id}/output", false, s.output},
 		{"GET", "/v1/sessions/{id}/attach", false, s.attach},
+		{"GET", "/v1/events", false, s.events},
 	}
 	methods := map[string][]string{}
 	var paths []string
@@ -114,6 +119,7 @@ func New(opts Options) *Server {
 			wire.WriteError(w, fmt.Errorf("this daemon was started without the file API: %w", wire.ErrUnavailable))
 		})
 	}
+	files = journalFiles(opts.Journal, files)
 	s.mux.Handle("/v1/files", s.authenticated(files))
 	s.mux.Handle("/v1/files/", s.authenticated(files))
 	s.mux.HandleFunc("/", s.notFound)

@@ -322,6 +322,9 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 		if waiting && s.p != nil {
 			r.EchoOff = s.p.echoOff()
 		}
+		if waiting {
+			s.noteWaitingLocked(c, true, r.EchoOff)
+		}
 		r.DurationMs = time.Since(c.typedAt).Milliseconds()
 		if c.started {
 			from, to = c.returned, s.out.size()
@@ -630,6 +633,7 @@ func (s *Session) stop(c *command, why string) {
 			jobs[pg] = true
 		}
 		p.signalForeground(st.sig)
+		s.noteSignal(c, st.sig, why)
 		if wait(st.grace) {
 			// What the job left behind in its process groups (children
 			// that ignore SIGINT) goes with it.
@@ -642,6 +646,7 @@ func (s *Session) stop(c *command, why string) {
 	// The hard stop: the shell is told first, so that it abandons the
 	// rest of the command once its processes are gone.
 	p.interruptShell()
+	s.noteSignal(c, syscall.SIGKILL, why)
 	if !p.killCommandProcs(since, nil, time.Now().Add(killWait)) {
 		s.log.Warn("command's processes survived SIGKILL; killing the shell", "command", c.id)
 		p.killTree()
@@ -678,6 +683,7 @@ func (s *Session) Input(ctx context.Context, req wire.Input) (wire.Result, error
 		return wire.Result{}, err
 	}
 	s.lastIn.Store(time.Now().UnixNano())
+	s.noteInput(p, viaInput, req.Text, req.Keys)
 	if err := s.write(p, b); err != nil {
 		return wire.Result{}, fmt.Errorf("typing into the terminal: %w", err)
 	}

@@ -23,6 +23,7 @@ func (s *Session) Resize(cols, rows int) (wire.Session, error) {
 	s.resizes = append(s.resizes, resizeAt{off: off, cols: cols, rows: rows})
 	s.emuMu.Unlock()
 	s.persist()
+	s.noteSession(wire.EventSessionResized, wire.SourceAPI, wire.SessionData{Cols: cols, Rows: rows})
 	return info, nil
 }
 

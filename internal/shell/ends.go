@@ -39,6 +39,7 @@ func (s *Session) eventLocked(p *proc, ev event, ready bool) {
 			c.startOff = s.out.size()
 			c.returned = c.startOff
 			c.startAt = time.Now()
+			s.noteStartedLocked(c)
 			if h := s.logs.head; h > 0 {
 				// The head of its log is cut from the stream last.
 				s.out.keepRange(c.startOff, c.startOff+h)
@@ -139,6 +140,9 @@ func (s *Session) finishLocked(c *command, code int, shellEnd bool) {
 	}
 	s.persist() // writes the log file
 	s.last = c
+	if !c.recovered {
+		s.noteFinishedLocked(c) // recover.go: once its end offset is known
+	}
 	close(c.done)
 }
 
@@ -161,6 +165,7 @@ func (s *Session) onExit(p *proc) {
 		}
 		s.finishLocked(c, p.status, true)
 	}
+	s.noteExitLocked(p)
 	if wasReady {
 		s.restarts++
 	}

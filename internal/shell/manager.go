@@ -42,6 +42,8 @@ type Options struct {
 	// bound. See disk.go.
 	MaxSessionDisk int64
 	MaxDisk        int64
+	// Journal records the sessions' events (journal.go); nil: none.
+	Journal Recorder
 }
 
 // Timing of the stop escalation and of input detection. Variables so that
@@ -166,6 +168,7 @@ func (m *Manager) restore(ctx context.Context) error {
 			m.log.Warn("cannot restore session", "session", ps.ID, "err", err)
 			continue
 		}
+		s.restored = true
 		m.sessions[s.id] = s
 		go func() {
 			if _, err := s.shell(context.WithoutCancel(ctx)); err != nil {
@@ -300,6 +303,7 @@ func (m *Manager) Create(ctx context.Context, req wire.CreateSession) (*Session,
 	}
 	m.sessions[s.id] = s
 	m.mu.Unlock()
+	s.noteSession(wire.EventSessionCreated, wire.SourceAPI, wire.SessionData{Name: ps.Name, Cwd: ps.Cwd, Cols: ps.Cols, Rows: ps.Rows})
 	if _, err := s.shell(ctx); err != nil {
 		_ = m.Delete(s.id)
 		return nil, err
@@ -353,6 +357,7 @@ func (m *Manager) Delete(idOrName string) error {
 	m.deleting[s] = true
 	m.mu.Unlock()
 	s.close(true)
+	s.noteSession(wire.EventSessionClosed, wire.SourceAPI, wire.SessionData{Name: s.name})
 	m.mu.Lock()
 	delete(m.deleting, s)
 	m.mu.Unlock()
@@ -419,6 +424,11 @@ func (m *Manager) newSession(ps persisted) (*Session, error) {
 	out, err := openStream(filepath.Join(dir, "stream.log"), m.disk, streamLimit, slog)
 	if err != nil {
 		return nil, err
+	}
+	if j := m.opts.Journal; j != nil {
+		m.alignJournal(ps.ID, out)
+		id := ps.ID
+		out.onAppend = func(off int64, p []byte) { j.Output(id, off, p) }
 	}
 	logs := newLogAccount(m.disk, m.opts.MaxSessionDisk)
 	logs.free = out.free

@@ -38,6 +38,7 @@ func (s *Session) WriteInput(b []byte) error {
 	s.mu.Lock()
 	s.inputs++
 	s.mu.Unlock()
+	s.noteInput(p, viaAttach, string(b), nil)
 	return s.write(p, b)
 }
 

@@ -184,6 +184,9 @@ func (s *Session) appendLocked(d []byte) {
 		return
 	}
 	off := s.out.append(d)
+	if c := s.cur; c != nil && c.waitNoted {
+		s.noteWaitingLocked(c, false, false)
+	}
 	if s.cur == nil {
 		s.gapOutputLocked(off, len(d))
 	}

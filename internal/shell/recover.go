@@ -196,6 +196,7 @@ func (s *Session) recoverEnd(c *command) bool {
 	s.inputsAt = s.inputs
 	s.finishLocked(c, code, false)
 	c.endOff = end
+	s.noteFinishedLocked(c)
 	// What follows the end is the prompt: the gap until the next command.
 	s.gap = gapState{open: true, from: end, promptFrom: s.lastLineLocked(end, s.out.size()), promptTo: s.out.size()}
 	lvl := slog.LevelDebug

@@ -57,7 +57,10 @@
 // the read loop behind it); the emulator is guarded by emuMu.
 //
 // Lock order (outer first; no other nesting): closeMu, then startMu, then
-// persistMu or a command's logMu, then mu, then the stream's lock.
+// persistMu or a command's logMu, then mu, then the stream's lock. The
+// journal (Options.Journal, journal.go) is told of events with mu held
+// and of output after the stream's lock is released; its own lock is
+// innermost and it calls nothing back.
 // Manager.mu is never held while a session lock is taken; proc.killMu is
 // taken only by killTree, which is never called with mu held. close runs once:
 // a second caller (Delete racing the daemon's Close) waits for the first.
@@ -132,6 +135,14 @@ type Session struct {
 	// in (recover.go).
 	inflight atomic.Int64
 
+	// The journal (journal.go), guarded by mu: who typed last, how many
+	// shells this daemon started, why the shell is being ended, and
+	// whether the session was restored from an earlier daemon.
+	lastVia     string
+	shellStarts int
+	endWhy      string
+	restored    bool
+
 	emuMu   sync.Mutex
 	emu     emulator
 	emuOff  int64
@@ -192,6 +203,12 @@ type command struct {
 	timer    *time.Timer
 	done     chan struct{}
 	logState
+
+	// The journal's seqs of its start and end, who started it, and
+	// whether a wait for input was recorded (journal.go); guarded by mu.
+	startSeq, endSeq uint64
+	via              string
+	waitNoted        bool
 
 	// Recovery (recover.go): the watch timer and its period, whether a
 	// check runs, and whether the command ended with no proven end.
@@ -354,6 +371,7 @@ func (s *Session) startLocked() (*proc, error) {
 	p.startReaper()
 	p.rc = rcPath
 	s.p = p
+	s.noteShellStartLocked()
 	s.parser = newParser(s.token)
 	s.gap = gapState{}
 	if ends != nil {
@@ -399,6 +417,9 @@ func (s *Session) Restart(ctx context.Context) (wire.Session, error) {
 	var killErr error
 	if p != nil {
 		s.awaitEnvSave(p)
+		s.mu.Lock()
+		s.endWhy = reasonRestart
+		s.mu.Unlock()
 		killErr = p.killTree()
 		select {
 		case <-p.done:

@@ -48,6 +48,10 @@ type stream struct {
 	log     *slog.Logger
 	werr    error // the newest write error, logged once per failing spell
 	wfails  int   // failed writes so far
+	// onAppend, when set, is told of every append after mu is released
+	// (the journal's timing index: journal.go). Appends are serialised
+	// by the session's mu, so it sees them in order.
+	onAppend func(off int64, p []byte)
 }
 
 // syncAhead is how much of the newest output may be in memory only. Output
@@ -154,6 +158,9 @@ func (s *stream) append(p []byte) int64 {
 	s.notify = make(chan struct{})
 	s.mu.Unlock()
 	close(ch)
+	if s.onAppend != nil {
+		s.onAppend(start, p)
+	}
 	return start
 }
 
@@ -445,6 +452,22 @@ func (s *stream) copyTo(f *os.File, from, to int64) (int64, error) {
 		return done + n, err
 	}
 	return done, nil
+}
+
+// skipTo moves the end of an idle stream up to off, the bytes between a
+// hole: they were shown and recorded elsewhere (the journal) but never
+// reached the file. The file grows to off so that a restart finds the
+// same end.
+func (s *stream) skipTo(off int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if off <= s.end || s.closed {
+		return
+	}
+	s.syncLocked()
+	s.addHoleLocked(s.end, off)
+	s.end, s.synced, s.memBase = off, off, off
+	_ = s.file.Truncate(off)
 }
 
 // size returns the current end offset.

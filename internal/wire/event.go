@@ -105,6 +105,8 @@ type EventList struct {
 	Events []Event `json:"events"`
 	// Next is the from= that continues after the last event.
 	Next uint64 `json:"next,omitempty"`
+	// Journal is limbsd's journal id (JournalHeader); empty elsewhere.
+	Journal string `json:"journal,omitempty"`
 }
 
 // SandboxData is the data of sandbox.* events.
@@ -195,6 +197,10 @@ type FileData struct {
 	Size   int64  `json:"size,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
 	Edit   string `json:"edit,omitempty"` // file.edited: the edit command
+	// Running names the commands ("SESSION/COMMAND") running when the
+	// file watcher saw a file.changed, when more than one ran (with one,
+	// the event's session and command name it).
+	Running []string `json:"running,omitempty"`
 }
 
 // GapData is the data of log.gap: events [From, To) are not in this
@@ -204,4 +210,26 @@ type GapData struct {
 	From   uint64 `json:"from"`
 	To     uint64 `json:"to"`
 	Reason string `json:"reason"`
+}
+
+// StatusLost is the status of a command.finished that limbsd records for a
+// command it cannot know the end of: the limbsd that ran it exited (Reason
+// says so).
+const StatusLost = "lost"
+
+// JournalHeader names, in every answer of limbsd's GET /v1/events, the
+// journal the events come from; a reader that sees another id than before
+// reads a new journal (limbsd's state directory was wiped) whose sequence
+// numbers start again at 1.
+const JournalHeader = "Limbs-Journal"
+
+// JournalInfo is the first line (the first SSE message, event: journal)
+// of a followed GET /v1/events: which journal, and what it holds.
+type JournalInfo struct {
+	Journal string `json:"journal"`
+	Version int    `json:"version"`
+	// First is the oldest seq still readable, Next the seq of the next
+	// event appended.
+	First uint64 `json:"first"`
+	Next  uint64 `json:"next"`
 }
