@@ -272,14 +272,7 @@ func TestRecoveryAfterDeath(t *testing.T) {
 	if _, err := h.forward(sb.ID, "/sessions"); err != nil {
 		t.Errorf("forward after recovery: %v", err)
 	}
-	var evs EventList
-	if err := h.c.JSON(context.Background(), "GET", "/sandboxes/"+sb.ID+"/events", nil, &evs); err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, e := range evs.Events {
-		kinds = append(kinds, string(e.Kind)+":"+e.Reason)
-	}
+	kinds := h.lifecycle(t, sb.ID)
 	if d := cmp.Diff([]string{"created:", "died:oom_killed", "recovered:oom_killed"}, kinds); d != "" {
 		t.Errorf("event log (-want +got):\n%s", d)
 	}

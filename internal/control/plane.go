@@ -75,19 +75,6 @@ func (s *Plane) Remove(ctx context.Context, idOrName string) error {
 	return s.remove(ctx, e)
 }
 
-// Events returns the sandbox's lifecycle log from sequence number from on.
-func (s *Plane) Events(ctx context.Context, idOrName string, from uint64) ([]wire.SandboxEvent, error) {
-	e, err := s.lookup(idOrName)
-	if err != nil {
-		return nil, err
-	}
-	evs, err := s.db.Events(s.record(e).ID, from)
-	if err != nil {
-		return nil, err
-	}
-	return eventsToWire(evs), nil
-}
-
 // Dial returns the way to the limbsd of a running sandbox; a sandbox that
 // is not running is an error wrapping wire.ErrUnavailable that says why
 // and what to do. Connections are made when requests go out, each checked

@@ -519,19 +519,34 @@ func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error
 	}
 	lines := make([]line, 0, len(evs))
 	var upSeqs []uint64
+	// outs[i] is line i's output data, decoded, while it may grow.
+	var outs []*wire.OutputData
 	for _, ev := range evs {
 		if up.Journal == journal && ev.Seq <= up.Seq {
 			continue
 		}
-		if n := len(lines); n > 0 && coalesce(&lines[n-1].Event, ev) {
+		var od *wire.OutputData
+		if ev.Type == wire.EventOutput {
+			od = new(wire.OutputData)
+			if json.Unmarshal(ev.Data, od) != nil || int64(len(od.Bytes)) != od.Size {
+				od = nil
+			}
+		}
+		if n := len(lines); n > 0 && coalesce(&lines[n-1].Event, outs[n-1], ev, od) {
 			upSeqs[n-1] = ev.Seq
 			continue
 		}
 		lines = append(lines, line{Event: ev})
 		upSeqs = append(upSeqs, ev.Seq)
+		outs = append(outs, od)
 	}
 	if len(lines) == 0 {
 		return nil, nil
+	}
+	for i, od := range outs {
+		if od != nil && od.Size != 0 && len(od.Bytes) > 0 {
+			lines[i].Data, _ = json.Marshal(od)
+		}
 	}
 	pos := &Upstream{Journal: journal, Seq: upSeqs[len(upSeqs)-1]}
 	return l.append(id, lines, func(sl *sandboxLog, i int, ev *line) {
@@ -554,22 +569,21 @@ func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error
 // maxCoalesce is the most output bytes one coalesced event holds.
 const maxCoalesce = 64 << 10
 
-// coalesce merges ev into prev when both are output of one session with
-// contiguous bytes.
-func coalesce(prev *wire.Event, ev wire.Event) bool {
-	if prev.Type != wire.EventOutput || ev.Type != wire.EventOutput || prev.Session != ev.Session || prev.Command != ev.Command {
+// coalesce merges ev (its output data b) into prev (a) when both are
+// output of one session with contiguous bytes; prev's Data is encoded
+// again by the caller.
+func coalesce(prev *wire.Event, a *wire.OutputData, ev wire.Event, b *wire.OutputData) bool {
+	if a == nil || b == nil || prev.Session != ev.Session || prev.Command != ev.Command {
 		return false
 	}
-	var a, b wire.OutputData
-	if json.Unmarshal(prev.Data, &a) != nil || json.Unmarshal(ev.Data, &b) != nil {
+	if a.Offset+a.Size != b.Offset || len(a.Bytes)+len(b.Bytes) > maxCoalesce {
 		return false
 	}
-	if a.Offset+a.Size != b.Offset || len(a.Bytes)+len(b.Bytes) > maxCoalesce || int64(len(a.Bytes)) != a.Size || int64(len(b.Bytes)) != b.Size {
-		return false
+	if a.Size == int64(len(a.Bytes)) && cap(a.Bytes) < maxCoalesce {
+		a.Bytes = append(make([]byte, 0, maxCoalesce), a.Bytes...)
 	}
 	a.Size += b.Size
 	a.Bytes = append(a.Bytes, b.Bytes...)
-	prev.Data, _ = json.Marshal(a)
 	return true
 }
 
