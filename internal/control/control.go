@@ -37,6 +37,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/endpoint"
@@ -181,6 +182,9 @@ type Server struct {
 	*Plane
 	token endpoint.Token
 	mux   *http.ServeMux
+	// noCalls turns api.call events off (BenchmarkForwardOverhead's
+	// baseline).
+	noCalls atomic.Bool
 }
 
 // New returns the HTTP edge of a new Plane (see NewPlane). Closing the

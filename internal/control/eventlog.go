@@ -373,7 +373,7 @@ func (s *Server) recordCall(w http.ResponseWriter, r *http.Request) {
 			ref = ""
 		}
 	}
-	if ref == "" && !isCreate {
+	if (ref == "" && !isCreate) || s.noCalls.Load() {
 		s.serveMasked(w, r)
 		return
 	}
