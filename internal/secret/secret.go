@@ -105,21 +105,17 @@ func (s *Set) String(str string) string {
 	return string(MaskBytes([]byte(str), forms))
 }
 
-// Reader masks what r yields. It holds back the last len(longest form)-1
-// bytes of each read until the next (or the end), so that a value cut
-// between two reads is masked too.
+// Reader masks what r yields. Of each read it holds back only a tail
+// that begins a value (until the next read, or the end), so that a value
+// cut between two reads is masked too, and a stream (an output follow) is
+// not delayed otherwise.
 func Reader(r io.Reader, forms [][]byte) io.Reader {
-	keep := 0
-	for _, f := range forms {
-		keep = max(keep, len(f)-1)
-	}
-	return &reader{r: r, forms: forms, keep: keep}
+	return &reader{r: r, forms: forms}
 }
 
 type reader struct {
 	r     io.Reader
 	forms [][]byte
-	keep  int
 	in    []byte // read, not masked yet
 	out   []byte // masked, not returned yet
 	err   error
@@ -138,21 +134,32 @@ func (m *reader) Read(p []byte) (int, error) {
 		n, err := m.r.Read(buf)
 		m.in = append(m.in, buf[:n]...)
 		m.err = err
-		if err != nil {
+		if err != nil || n == 0 {
 			continue
 		}
-		if len(m.in) > m.keep {
-			masked := MaskBytes(m.in, m.forms)
-			// Hold back a tail that may start a value: the end of what
-			// is masked, unless it is (part of) a mask already.
-			cut := max(len(masked)-m.keep, 0)
-			m.out = append(m.out[:0], masked[:cut]...)
-			m.in = append([]byte(nil), masked[cut:]...)
-		}
+		masked := MaskBytes(m.in, m.forms)
+		cut := len(masked) - heldTail(masked, m.forms)
+		m.out = append(m.out[:0], masked[:cut]...)
+		m.in = append([]byte(nil), masked[cut:]...)
 	}
 	n := copy(p, m.out)
 	m.out = m.out[n:]
 	return n, nil
+}
+
+// heldTail is the length of the longest tail of b that is the start (not
+// the whole) of a form.
+func heldTail(b []byte, forms [][]byte) int {
+	best := 0
+	for _, f := range forms {
+		for k := min(len(f)-1, len(b)); k > best; k-- {
+			if bytes.Equal(b[len(b)-k:], f[:k]) {
+				best = k
+				break
+			}
+		}
+	}
+	return best
 }
 
 // Handler masks the message and every string attribute of each record
