@@ -105,6 +105,31 @@ type Upstream struct {
 type line struct {
 	wire.Event
 	Up *Upstream `json:"up,omitempty"`
+	// dataOK: Data was encoded here (valid JSON on one line), so it is
+	// spliced in as it is rather than checked again by json.Marshal
+	// (most of the cost of a large output event).
+	dataOK bool
+}
+
+// encode appends ln's JSON line (without the newline) to buf.
+func (ln *line) encode(buf *bytes.Buffer) error {
+	if !ln.dataOK || len(ln.Data) == 0 {
+		b, err := json.Marshal(ln)
+		buf.Write(b)
+		return err
+	}
+	data := ln.Data
+	ln.Data = nil
+	b, err := json.Marshal(ln)
+	ln.Data = data
+	if err != nil {
+		return err
+	}
+	buf.Write(b[:len(b)-1])
+	buf.WriteString(`,"data":`)
+	buf.Write(data)
+	buf.WriteByte('}')
+	return nil
 }
 
 // meta is a sandbox log's meta.json.
@@ -502,7 +527,8 @@ func (l *Log) Append(id string, evs ...wire.Event) ([]wire.Event, error) {
 // after a restart of either side may send them again), and a Cause is
 // turned into the seq of this log's event it names. Consecutive output
 // events of one session whose bytes follow each other are coalesced into
-// one (up to 64 KiB).
+// one (up to 64 KiB). One goroutine per sandbox (its follower) calls it:
+// the check against the position and the append are not one step.
 func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
@@ -544,8 +570,9 @@ func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error
 		return nil, nil
 	}
 	for i, od := range outs {
-		if od != nil && od.Size != 0 && len(od.Bytes) > 0 {
+		if od != nil {
 			lines[i].Data, _ = json.Marshal(od)
+			lines[i].dataOK = true
 		}
 	}
 	pos := &Upstream{Journal: journal, Seq: upSeqs[len(upSeqs)-1]}
@@ -670,11 +697,11 @@ func (l *Log) append(id string, lines []line, each func(sl *sandboxLog, i int, l
 		if len(sl.secrets) > 0 {
 			ln.Event = maskEvent(ln.Event, sl.secrets)
 		}
-		b, err := json.Marshal(ln)
-		if err != nil {
+		n := buf.Len()
+		if err := ln.encode(&buf); err != nil {
+			buf.Truncate(n)
 			return nil, fmt.Errorf("encoding event %s of %s: %w", ln.Type, id, err)
 		}
-		buf.Write(b)
 		buf.WriteByte('\n')
 		out[i] = ln.Event
 	}
