@@ -433,16 +433,16 @@ func isForwarded(path string) bool {
 	return sub == "health" || sub == "sessions" || strings.HasPrefix(sub, "sessions/") || sub == "files" || strings.HasPrefix(sub, "files/")
 }
 
-// maskResponse masks the secret values in a forwarded answer's body (not
-// in a WebSocket's: attach and watch carry frames, see docs/events.md).
-func (s *Server) maskResponse(resp *http.Response) error {
+// maskResponse masks the secret values in the body of an answer of limbsd
+// (not in a WebSocket's: attach and watch carry frames, see
+// docs/events.md).
+func (s *Plane) maskResponse(resp *http.Response) {
 	if s.secrets.Empty() || resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil {
-		return nil
+		return
 	}
 	resp.Body = maskedBody{Reader: secret.Reader(resp.Body, s.secrets.Forms()), Closer: resp.Body}
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
-	return nil
 }
 
 type maskedBody struct {
