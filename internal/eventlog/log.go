@@ -28,7 +28,8 @@
 // every sandboxLog's fields; it is held across the write(2) of an append
 // (which is what orders the cursor), never across an fsync or a read of a
 // segment (readers read segments without it, up to the size committed when
-// they looked).
+// they looked). sandboxLog.ingest serialises Ingest per sandbox and is
+// taken before Log.mu.
 //
 // It must never decide what happens to a sandbox: it records what the
 // control plane hands it, and never reads anything a sandbox wrote but the
@@ -146,8 +147,12 @@ type segment struct {
 	path               string
 }
 
-// sandboxLog is one sandbox's log. Its fields are guarded by Log.mu.
+// sandboxLog is one sandbox's log. Its fields are guarded by Log.mu, but
+// ingest.
 type sandboxLog struct {
+	// ingest serialises Ingest calls (taken before Log.mu).
+	ingest sync.Mutex
+
 	id   string
 	dir  string
 	meta meta
@@ -527,8 +532,7 @@ func (l *Log) Append(id string, evs ...wire.Event) ([]wire.Event, error) {
 // after a restart of either side may send them again), and a Cause is
 // turned into the seq of this log's event it names. Consecutive output
 // events of one session whose bytes follow each other are coalesced into
-// one (up to 64 KiB). One goroutine per sandbox (its follower) calls it:
-// the check against the position and the append are not one step.
+// one (up to 64 KiB). Calls for one sandbox are serialised.
 func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
@@ -538,11 +542,16 @@ func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error
 	if err == nil {
 		err = l.loadUpstream(sl)
 	}
-	up := sl.up
 	l.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	// The check against the position and the append are one step.
+	sl.ingest.Lock()
+	defer sl.ingest.Unlock()
+	l.mu.Lock()
+	up := sl.up
+	l.mu.Unlock()
 	lines := make([]line, 0, len(evs))
 	var upSeqs []uint64
 	// outs[i] is line i's output data, decoded, while it may grow.
@@ -754,6 +763,13 @@ func (l *Log) write(sl *sandboxLog, b []byte, first, firstCursor uint64) error {
 		return fmt.Errorf("writing the event log of %s: %w", sl.id, err)
 	}
 	sl.dirty = true
+	if !sl.meta.DeletedAt.IsZero() {
+		// The last words of a deleted sandbox (its DELETE's api.call):
+		// no descriptor stays open for it.
+		_ = sl.f.Sync()
+		sl.f.Close()
+		sl.f, sl.dirty = nil, false
+	}
 	return nil
 }
 
