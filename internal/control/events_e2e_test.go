@@ -77,11 +77,22 @@ func recordingClient(t *testing.T, addr, prefix string) (*client.Client, *bodyRe
 // own directory (sandboxes/ID: its limbsd's state, the sandbox's own
 // copy) are the two places it is kept.
 func TestSecretNeverLeaves(t *testing.T) {
+	for _, provider := range []string{"local", "docker"} {
+		t.Run(provider, func(t *testing.T) { testSecretNeverLeaves(t, provider) })
+	}
+}
+
+func testSecretNeverLeaves(t *testing.T, provider string) {
 	const sec = "tr0ub4dor-S3CRET-x9"
+	var instance string
+	if provider == "docker" {
+		dockerOrSkip(t, "")
+		cleanDocker(t, &instance)
+	}
 	dir := stateDir(t)
 	removeAll(t, dir)
 	addr := freeAddr(t)
-	sp := startServe(t, addr, "--state-dir", dir, "--provider", "local", "--isolation", "none", "--log-level", "debug")
+	sp := startServe(t, addr, "--state-dir", dir, "--provider", provider, "--isolation", "none", "--log-level", "debug")
 	ctl, rec := recordingClient(t, addr, "")
 	ctx := context.Background()
 	sbs := ctl.Sandboxes()
@@ -90,6 +101,14 @@ func TestSecretNeverLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sbs.Remove(context.Background(), sb.ID) })
+	if provider == "docker" {
+		// The registry is serve's (locked): the instance is on the
+		// container's labels.
+		out, err := exec.Command("docker", "ps", "-a", "--filter", "label=limbs.sandbox="+sb.ID, "--format", `{{.Label "limbs.instance"}}`).Output()
+		if instance = strings.TrimSpace(string(out)); err != nil || instance == "" {
+			t.Fatalf("the instance of sandbox %s: %q, %v", sb.ID, out, err)
+		}
+	}
 	c, crec := recordingClient(t, addr, "/sandboxes/sec")
 	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
 		t.Fatal(err)
@@ -154,6 +173,9 @@ func TestSecretNeverLeaves(t *testing.T) {
 		return nil
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sbs.Remove(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 }
