@@ -139,6 +139,9 @@ type meta struct {
 	DeletedAt time.Time `json:"deleted_at,omitzero"`
 	// FirstSeq is the first seq still kept (retention); 0: 1.
 	FirstSeq uint64 `json:"first_seq,omitempty"`
+	// Up is the upstream position when the last segment was started, so
+	// that finding the position reads that segment alone.
+	Up *Upstream `json:"up,omitempty"`
 }
 
 type segment struct {
@@ -637,13 +640,17 @@ func (l *Log) Upstream(id string) (Upstream, error) {
 	return sl.up, err
 }
 
-// loadUpstream finds the last recorded upstream position, scanning the
-// segments from the last. l.mu is held.
+// loadUpstream finds the last recorded upstream position: in the last
+// segment, else in meta.json (as it was when that segment started). l.mu
+// is held.
 func (l *Log) loadUpstream(sl *sandboxLog) error {
 	if sl.upKnown {
 		return nil
 	}
-	for i := len(sl.segs) - 1; i >= 0; i-- {
+	if sl.meta.Up != nil {
+		sl.up = *sl.meta.Up
+	}
+	for i := len(sl.segs) - 1; i >= 0 && i >= len(sl.segs)-1; i-- {
 		var found *Upstream
 		err := scan(sl.segs[i], 0, func(raw []byte, _ int64) bool {
 			if !bytes.Contains(raw, []byte(`"up":{`)) {
@@ -742,6 +749,13 @@ func (l *Log) write(sl *sandboxLog, b []byte, first, firstCursor uint64) error {
 		}
 		if err := os.MkdirAll(sl.dir, 0o700); err != nil {
 			return fmt.Errorf("event log of %s: %w", sl.id, err)
+		}
+		if len(sl.segs) > 0 && l.loadUpstream(sl) == nil && sl.up.Journal != "" {
+			up := sl.up
+			sl.meta.Up = &up
+			if err := sl.writeMeta(); err != nil {
+				return fmt.Errorf("event log of %s: %w", sl.id, err)
+			}
 		}
 		sl.segs = append(sl.segs, segment{first: first, firstCursor: firstCursor, path: filepath.Join(sl.dir, segName(first, firstCursor))})
 	}

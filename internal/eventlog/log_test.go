@@ -385,3 +385,27 @@ func vmRSS() float64 {
 	}
 	return 0
 }
+
+// The journal position survives segments without any ingested event
+// after it (meta.json keeps it at each new segment).
+func TestUpstreamAcrossSegments(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, Options{SegmentSize: 512})
+	for i := range 20 {
+		if _, err := l.Ingest("sb_u", "j_9", wire.Event{Seq: uint64(i + 1), Type: wire.EventCommandStarted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 {
+		l.Append("sb_u", wire.Event{Type: wire.EventAPICall, Data: data(wire.APICallData{Path: strings.Repeat("p", 50)})})
+	}
+	l.Close()
+	if segs, _ := filepath.Glob(filepath.Join(dir, "sb_u", "*.jsonl")); len(segs) < 5 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	l = open(t, dir, Options{SegmentSize: 512})
+	defer l.Close()
+	if up, err := l.Upstream("sb_u"); err != nil || up != (Upstream{Journal: "j_9", Seq: 20}) {
+		t.Errorf("Upstream = %+v, %v; want j_9 20", up, err)
+	}
+}
