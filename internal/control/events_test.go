@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -355,4 +356,49 @@ func TestLegacyEventsMigrated(t *testing.T) {
 		}
 		h.close()
 	}
+}
+
+// BenchmarkFollowLatency: from an append to the event log (what the
+// follower of limbsd's journal does) to a follower of GET
+// /v1/sandboxes/{id}/events?follow=true over HTTP receiving it; reports
+// p50 and p99 (target p99 under 100 ms).
+func BenchmarkFollowLatency(b *testing.B) {
+	fp := newFakeProvider()
+	b.Cleanup(fp.closeAll)
+	dir := b.TempDir()
+	srv, err := New(context.Background(), Options{StateDir: dir, Token: testToken, Providers: map[string]Provider{"fake": fp}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	b.Cleanup(func() { ts.Close(); srv.Close() })
+	c, _ := client.New(ts.URL, testToken, "")
+	sb, err := c.Sandboxes().Create(context.Background(), wire.CreateSandbox{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	got := make(chan wire.Event, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	from := srv.events.Last(sb.ID) + 1
+	go c.Sandboxes().FollowEvents(ctx, sb.ID, client.EventsQuery{From: from, Types: "command.*"}, func(ev wire.Event) error {
+		got <- ev
+		return nil
+	})
+	var lat []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := srv.events.Ingest(sb.ID, "j", wire.Event{Seq: uint64(len(lat) + 1), Type: wire.EventCommandStarted}); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			b.Fatal("the follower got nothing")
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
 }
