@@ -32,7 +32,7 @@ verbs:
   stop     stop sandboxes (their state is kept)
   start    start stopped sandboxes
   rm       remove sandboxes and everything made for them
-  events   print a sandbox's lifecycle events (created, died, recovered, ...)
+  events   print a sandbox's event log (as limbs events)
 
 Run 'limbs sandbox VERB -h' for a verb's flags.`
 
@@ -129,6 +129,12 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// listFlag collects a repeated flag's values.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
 // envFlag collects repeated --env K=V.
 type envFlag map[string]string
 
@@ -154,6 +160,8 @@ func sandboxCreate(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 	fs.Int64Var(&req.Pids, "pids", 0, "process limit (0: the provider's default)")
 	fs.StringVar((*string)(&req.Network), "network", "", "none (default) or bridge")
 	fs.Var(env, "env", "environment variable NAME=VALUE of every shell (repeatable)")
+	var secrets listFlag
+	fs.Var(&secrets, "secret-env", "NAME of an --env entry whose value is secret: masked in every event, log line and answer of limbs serve (repeatable)")
 	fs.StringVar(&req.Workspace, "workspace", "", "docker: volume name or host dir; local: host dir (default: a fresh one)")
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON instead of its id")
 	if err := parse(fs, args); err != nil {
@@ -165,6 +173,7 @@ func sandboxCreate(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args 
 	if len(env) > 0 {
 		req.Env = env
 	}
+	req.SecretEnv = secrets
 	c, err := cc.client()
 	if err != nil {
 		return err
@@ -360,40 +369,6 @@ func eachSandbox(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("failed for %s", strings.Join(failed, ", "))
-	}
-	return nil
-}
-
-func sandboxEvents(ctx context.Context, fs *flag.FlagSet, cc *controlConn, args []string) error {
-	from := fs.Uint64("from", 0, "first sequence number to print")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usageError{"name one sandbox id or name"}
-	}
-	c, err := cc.client()
-	if err != nil {
-		return err
-	}
-	evs, err := c.Events(ctx, fs.Arg(0), *from)
-	if err != nil {
-		return err
-	}
-	l := client.SandboxEventList{Events: evs}
-	if *asJSON {
-		return printJSON(l)
-	}
-	for _, e := range l.Events {
-		line := fmt.Sprintf("%d %s %s", e.Seq, e.Time.Format(time.RFC3339), safe(string(e.Kind)))
-		if e.Reason != "" {
-			line += " (" + safe(e.Reason) + ")"
-		}
-		if e.Message != "" {
-			line += ": " + safe(e.Message)
-		}
-		fmt.Println(line)
 	}
 	return nil
 }

@@ -242,7 +242,7 @@ func TestSandboxCLI(t *testing.T) {
 		t.Errorf("exec through --sandbox: %+v, %v", r, err)
 	}
 
-	if out, code := cli("events", "dev"); code != 0 || !strings.HasPrefix(out, "1 ") || !strings.Contains(out, " created") {
+	if out, code := cli("events", "dev"); code != 0 || !strings.HasPrefix(out, "1 ") || !strings.Contains(out, " sandbox.created") {
 		t.Errorf("events: %q exit %d", out, code)
 	}
 	if out, code := cli("stop", "dev"); code != 0 || strings.TrimSpace(out) != "dev" {
@@ -254,8 +254,8 @@ func TestSandboxCLI(t *testing.T) {
 	if _, code := cli("start", "dev"); code != 0 {
 		t.Errorf("start: exit %d", code)
 	}
-	out, _ = cli("events", "--from", "2", "dev")
-	if kinds := strings.Fields(out); len(kinds) != 6 || kinds[2] != "stopped" || kinds[5] != "started" {
+	out, _ = cli("events", "--from", "2", "--type", "sandbox.*", "dev")
+	if kinds := strings.Fields(out); len(kinds) != 8 || kinds[3] != "sandbox.stopped" || kinds[7] != "sandbox.started" {
 		t.Errorf("events from 2: %q, want stopped then started", out)
 	}
 	if _, code := cli("rm", "dev", "sb_missing"); code != 1 {

@@ -20,8 +20,10 @@ import (
 
 	"github.com/limbs-dev/limbs/internal/control"
 	"github.com/limbs-dev/limbs/internal/endpoint"
+	"github.com/limbs-dev/limbs/internal/eventlog"
 	"github.com/limbs-dev/limbs/internal/provider/docker"
 	"github.com/limbs-dev/limbs/internal/provider/local"
+	"github.com/limbs-dev/limbs/internal/secret"
 	"github.com/limbs-dev/limbs/internal/shell"
 )
 
@@ -80,6 +82,9 @@ func runServe(ctx context.Context, args []string) int {
 	bodyTimeout := fs.Duration("body-timeout", control.DefaultBodyTimeout, "time a request body may take to arrive (file and archive uploads excepted)")
 	maxDisk := fs.String("sandbox-max-disk", "", "most command output each sandbox keeps on disk, such as 1GiB (limbsd --max-disk; default: limbsd's, 1GiB); a create's max_disk_mb wins")
 	mcpFlags := addMCPServeFlags(fs)
+	evMaxSize := fs.String("events-max-size", "1GiB", "most each sandbox's event log keeps on disk (its oldest events go first); 0: no bound")
+	evMaxAge := fs.Duration("events-max-age", eventlog.DefaultMaxAge, "oldest events each sandbox's event log keeps; 0: no bound")
+	evKeepDeleted := fs.Duration("events-keep-deleted", eventlog.DefaultKeepDeleted, "how long a deleted sandbox's event log stays readable (limbs events)")
 	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
 	if code, ok := parseFlagsOnly(fs, args, "serve"); !ok {
 		return code
@@ -99,12 +104,31 @@ func runServe(ctx context.Context, args []string) int {
 		}
 		diskMB[i] = (n + 1<<20 - 1) >> 20
 	}
+	evSize, err := shell.ParseSize(*evMaxSize)
+	if err != nil || evSize < 0 {
+		fmt.Fprintf(os.Stderr, "limbs serve: --events-max-size %q: give a size such as 1GiB, or 0 for no bound\n", *evMaxSize)
+		return 2
+	}
+	if evSize == 0 {
+		evSize = -1
+	}
+	if *evMaxAge < 0 || *evKeepDeleted <= 0 {
+		fmt.Fprintln(os.Stderr, "limbs serve: --events-max-age must be 0 (no bound) or more, --events-keep-deleted more than 0")
+		return 2
+	}
+	ageBound := *evMaxAge
+	if ageBound == 0 {
+		ageBound = -1
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: --log-level %q: use debug, info, warn or error\n", *logLevel)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Every log line is masked: the sandboxes' secret values never reach
+	// the log (docs/events.md, "Secrets").
+	secrets := secret.NewSet()
+	log := slog.New(secret.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}), secrets))
 	if *maxSandboxes < 0 || *maxConns < 0 || *headerTimeout <= 0 || *idleTimeout <= 0 || *bodyTimeout <= 0 {
 		fmt.Fprintln(os.Stderr, "limbs serve: --max-sandboxes and --max-conns must be 0 (no cap) or more, the timeouts more than 0")
 		return 2
@@ -118,6 +142,7 @@ func runServe(ctx context.Context, args []string) int {
 		http:      control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},
 		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1], mcp: mcpFlags,
 		metricsPublic: *metricsPublic,
+		secrets:       secrets, eventsMaxSize: evSize, eventsMaxAge: ageBound, eventsKeepDeleted: *evKeepDeleted,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
 		return 1
@@ -136,6 +161,9 @@ type serveConfig struct {
 	maxDiskMB, maxSessionDiskMB                          int64 // 0: limbsd's defaults
 	mcp                                                  *mcpServeFlags
 	metricsPublic                                        bool // /metrics without the token
+	secrets                                              *secret.Set
+	eventsMaxSize                                        int64 // -1: no bound
+	eventsMaxAge, eventsKeepDeleted                      time.Duration
 }
 
 // rootsFlag collects repeated --workspace-root DIR, each an existing
@@ -225,6 +253,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 
 		MaxDiskMB:        cfg.maxDiskMB,
 		MaxSessionDiskMB: cfg.maxSessionDiskMB,
+
+		EventsMaxSize:     cfg.eventsMaxSize,
+		EventsMaxAge:      cfg.eventsMaxAge,
+		EventsKeepDeleted: cfg.eventsKeepDeleted,
+		Secrets:           cfg.secrets,
 	})
 	if err != nil {
 		return err

@@ -2,11 +2,10 @@ package client
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,84 +13,92 @@ import (
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
-// eventsQuery is the path of limbsd's GET /v1/events.
-func eventsQuery(from uint64, follow, withBytes bool, limit int) string {
-	q := url.Values{}
-	q.Set("from", strconv.FormatUint(from, 10))
-	if follow {
-		q.Set("follow", "true")
-	}
-	if withBytes {
-		q.Set("output", "bytes")
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	return "/events?" + q.Encode()
+// EventsQuery selects events of GET .../events: from a sequence number
+// (a sandbox's log) or a cursor (every sandbox's, AllEvents), of some
+// types ("command.*,output"; empty: all).
+type EventsQuery struct {
+	From  uint64
+	Types string
+	// Limit caps the events of one answer without follow (0: the
+	// server's page, 10,000).
+	Limit int
 }
 
-// Events reads limbsd's journal from seq from on, at most limit events (0:
-// the daemon's default); withBytes fills each output event's bytes.
-func (c *Client) Events(ctx context.Context, from uint64, limit int, withBytes bool) (wire.EventList, error) {
+func (q EventsQuery) encode(follow bool) string {
+	v := url.Values{}
+	if q.From > 0 {
+		v.Set("from", strconv.FormatUint(q.From, 10))
+	}
+	if q.Types != "" {
+		v.Set("type", q.Types)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if follow {
+		v.Set("follow", "true")
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+// Events returns a page of a sandbox's event log (a deleted sandbox's too,
+// within the control plane's retention); Next is the From of the next
+// page.
+func (s *Sandboxes) Events(ctx context.Context, idOrName string, q EventsQuery) (wire.EventList, error) {
 	var l wire.EventList
-	err := c.JSON(ctx, http.MethodGet, eventsQuery(from, false, withBytes, limit), nil, &l)
+	err := s.c.JSON(ctx, http.MethodGet, sandboxPath(idOrName, "/events"+q.encode(false)), nil, &l)
 	return l, err
 }
 
-// EventStream follows limbsd's journal (GET /v1/events?follow=true).
-type EventStream struct {
-	// Info is the stream's first line: the journal's id and bounds.
-	Info wire.JournalInfo
-	body io.ReadCloser
-	br   *bufio.Reader
+// AllEvents returns a page of the events of every sandbox from cursor
+// q.From on; Next is the From of the next page.
+func (s *Sandboxes) AllEvents(ctx context.Context, q EventsQuery) (wire.EventList, error) {
+	var l wire.EventList
+	err := s.c.JSON(ctx, http.MethodGet, "/events"+q.encode(false), nil, &l)
+	return l, err
 }
 
-// FollowEvents follows limbsd's journal from seq from on. It returns once
-// the daemon has named its journal (Info).
-func (c *Client) FollowEvents(ctx context.Context, from uint64, withBytes bool) (*EventStream, error) {
-	resp, err := c.Do(ctx, http.MethodGet, eventsQuery(from, true, withBytes, 0), nil, "")
+// FollowEvents calls fn with each event of a sandbox's log from q.From on,
+// as they come, until ctx ends (nil then), fn fails (its error), or the
+// stream breaks. To resume, follow again from the last event's Seq+1.
+func (s *Sandboxes) FollowEvents(ctx context.Context, idOrName string, q EventsQuery, fn func(wire.Event) error) error {
+	return s.follow(ctx, sandboxPath(idOrName, "/events"+q.encode(true)), fn)
+}
+
+// FollowAllEvents is FollowEvents across every sandbox, from cursor
+// q.From on: resume from the last event's Cursor+1.
+func (s *Sandboxes) FollowAllEvents(ctx context.Context, q EventsQuery, fn func(wire.Event) error) error {
+	return s.follow(ctx, "/events"+q.encode(true), fn)
+}
+
+func (s *Sandboxes) follow(ctx context.Context, path string, fn func(wire.Event) error) error {
+	resp, err := s.c.Do(ctx, http.MethodGet, path, nil, "")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	es := &EventStream{body: resp.Body, br: bufio.NewReaderSize(resp.Body, 64<<10)}
-	line, err := es.line()
-	if err == nil {
-		err = json.Unmarshal(line, &es.Info)
-	}
-	if err != nil || es.Info.Journal == "" {
-		resp.Body.Close()
-		return nil, fmt.Errorf("following events: the daemon did not begin with its journal's id (%v); is it a limbsd that keeps a journal?", err)
-	}
-	return es, nil
-}
-
-// line is the next line that is not blank (blank lines keep the
-// connection alive).
-func (es *EventStream) line() ([]byte, error) {
-	for {
-		b, err := es.br.ReadBytes('\n')
-		if t := bytes.TrimSpace(b); len(t) > 0 && err == nil {
-			return t, nil
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue
 		}
-		if err != nil {
-			return nil, err
+		var ev wire.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("GET %s: decoding an event: %w", path, err)
+		}
+		if err := fn(ev); err != nil {
+			return err
 		}
 	}
-}
-
-// Next blocks until the next event. It returns io.EOF (or the context's
-// error) when the stream ends: the daemon stopped, or the caller left.
-func (es *EventStream) Next() (wire.Event, error) {
-	line, err := es.line()
-	if err != nil {
-		return wire.Event{}, err
+	if ctx.Err() != nil {
+		return nil
 	}
-	var ev wire.Event
-	if err := json.Unmarshal(line, &ev); err != nil {
-		return wire.Event{}, fmt.Errorf("event stream: bad line %.200q: %w", line, err)
+	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("GET %s: the stream broke: %w; follow again from the last event", path, err)
 	}
-	return ev, nil
+	return fmt.Errorf("GET %s: the stream ended; follow again from the last event", path)
 }
-
-// Close ends the stream.
-func (es *EventStream) Close() error { return es.body.Close() }

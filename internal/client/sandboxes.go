@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -73,16 +72,4 @@ func (s *Sandboxes) Start(ctx context.Context, idOrName string) (wire.Sandbox, e
 // Remove removes a sandbox and everything made for it.
 func (s *Sandboxes) Remove(ctx context.Context, idOrName string) error {
 	return s.c.JSON(ctx, http.MethodDelete, sandboxPath(idOrName, ""), nil, nil)
-}
-
-// SandboxEvent is one entry of a sandbox's lifecycle log.
-type SandboxEvent = wire.SandboxEvent
-
-// SandboxEventList is the body of GET /v1/sandboxes/{id}/events.
-type SandboxEventList = wire.SandboxEventList
-
-func (s *Sandboxes) Events(ctx context.Context, idOrName string, from uint64) ([]SandboxEvent, error) {
-	var l SandboxEventList
-	err := s.c.JSON(ctx, http.MethodGet, sandboxPath(idOrName, "/events?from="+strconv.FormatUint(from, 10)), nil, &l)
-	return l.Events, err
 }

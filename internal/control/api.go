@@ -2,10 +2,8 @@ package control
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -22,6 +20,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, err)
 		return
 	}
+	setCreated(r.Context(), sb.ID)
 	wire.WriteJSON(w, http.StatusCreated, sb)
 }
 
@@ -70,31 +69,6 @@ func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request, op func(ctx c
 		return
 	}
 	wire.WriteJSON(w, http.StatusOK, sb)
-}
-
-// EventList is the body of GET /v1/sandboxes/{id}/events.
-type EventList = wire.SandboxEventList
-
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, err := s.Get(r.Context(), id); err != nil {
-		wire.WriteError(w, err)
-		return
-	}
-	var from uint64
-	if v := r.URL.Query().Get("from"); v != "" {
-		var err error
-		if from, err = strconv.ParseUint(v, 10, 64); err != nil {
-			wire.WriteError(w, fmt.Errorf("from=%q: want a sequence number (0, 1, ...): %w", v, wire.ErrBadRequest))
-			return
-		}
-	}
-	evs, err := s.Events(r.Context(), id, from)
-	if err != nil {
-		wire.WriteError(w, err)
-		return
-	}
-	wire.WriteJSON(w, http.StatusOK, EventList{Events: evs})
 }
 
 func sortRecords(recs []store.Record) {

@@ -37,10 +37,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/endpoint"
+	"github.com/limbs-dev/limbs/internal/eventlog"
 	"github.com/limbs-dev/limbs/internal/sandbox"
+	"github.com/limbs-dev/limbs/internal/secret"
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -129,6 +132,18 @@ type Options struct {
 	// whose create sets none; 0: limbsd's defaults.
 	MaxDiskMB        int64
 	MaxSessionDiskMB int64
+	// EventsMaxSize and EventsMaxAge bound each sandbox's event log
+	// (its oldest events go first); EventsKeepDeleted is how long a
+	// deleted sandbox's log stays readable. 0: eventlog's defaults (1 GiB,
+	// 30 days, 7 days); a negative size or age: no bound.
+	EventsMaxSize     int64
+	EventsMaxAge      time.Duration
+	EventsKeepDeleted time.Duration
+	// Secrets, when set, collects the sandboxes' secret values, so that
+	// the caller can mask them in what it writes too (limbs serve's log
+	// handler); the Plane masks them in its own log lines, events and
+	// answers either way.
+	Secrets *secret.Set
 }
 
 // Plane is the control plane's core: it creates, tracks, recovers and
@@ -137,11 +152,16 @@ type Options struct {
 // batch runner in the same process: every method is safe for concurrent use
 // and returns errors wrapping the wire sentinels (wire.ErrNotFound, ...).
 type Plane struct {
-	opts   Options
-	log    *slog.Logger
-	db     *store.DB
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	opts Options
+	log  *slog.Logger
+	db   *store.DB
+	// events is the durable event log of every sandbox (eventlog.go);
+	// secrets, every sandbox's secret values, masked wherever the Plane
+	// writes.
+	events  *eventlog.Log
+	secrets *secret.Set
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	// writeMu serialises every change to the registry and to the records
 	// in memory, so that a change is written before it shows; mu guards
@@ -164,6 +184,9 @@ type Server struct {
 	mux   *http.ServeMux
 	// results, when set, is told of forwarded command results (metrics.go).
 	results ResultObserver
+	// noCalls turns api.call events off (BenchmarkForwardOverhead's
+	// baseline).
+	noCalls atomic.Bool
 }
 
 // New returns the HTTP edge of a new Plane (see NewPlane). Closing the
@@ -191,6 +214,10 @@ func NewPlane(ctx context.Context, opts Options) (*Plane, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.Secrets == nil {
+		opts.Secrets = secret.NewSet()
+	}
+	opts.Logger = slog.New(secret.Handler(opts.Logger.Handler(), opts.Secrets))
 	if opts.Token == "" {
 		return nil, fmt.Errorf("control plane without a token: pass one (--token or LIMBS_TOKEN): %w", wire.ErrBadRequest)
 	}
@@ -217,8 +244,14 @@ func NewPlane(ctx context.Context, opts Options) (*Plane, error) {
 		opts:      opts,
 		log:       opts.Logger,
 		db:        db,
+		secrets:   opts.Secrets,
 		cancel:    cancel,
 		sandboxes: map[string]*entry{},
+	}
+	if err := s.openEvents(); err != nil {
+		cancel()
+		db.Close()
+		return nil, err
 	}
 	s.pool = newPool(s, opts.Pool)
 	// Subscribe before reconciling, so that a sandbox dying meanwhile is
@@ -228,6 +261,7 @@ func NewPlane(ctx context.Context, opts Options) (*Plane, error) {
 		evs, err := p.Events(bg)
 		if err != nil {
 			cancel()
+			s.events.Close()
 			db.Close()
 			return nil, fmt.Errorf("watching %s events: %w", p.Name(), err)
 		}
@@ -236,6 +270,7 @@ func NewPlane(ctx context.Context, opts Options) (*Plane, error) {
 	if err := s.reconcile(ctx, bg); err != nil {
 		cancel()
 		s.wg.Wait()
+		s.events.Close()
 		db.Close()
 		return nil, err
 	}
@@ -263,7 +298,7 @@ func (s *Plane) Close() error {
 		e.closeIdle()
 	}
 	s.mu.Unlock()
-	return s.db.Close()
+	return errors.Join(s.events.Close(), s.db.Close())
 }
 
 func (s *Server) routes() {
@@ -278,6 +313,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/sandboxes/{id}/stop", s.handleStop)
 	m.HandleFunc("POST /v1/sandboxes/{id}/start", s.handleStart)
 	m.HandleFunc("GET /v1/sandboxes/{id}/events", s.handleEvents)
+	m.HandleFunc("GET /v1/events", s.handleAllEvents)
 	m.HandleFunc("GET /v1/sandboxes/{id}/health", s.handleForward)
 	m.HandleFunc("/v1/sandboxes/{id}/sessions", s.handleForward)
 	m.HandleFunc("/v1/sandboxes/{id}/sessions/", s.handleForward)
@@ -302,7 +338,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, fmt.Errorf("missing or wrong bearer token: send Authorization: Bearer TOKEN (the token `limbs serve` printed or wrote to its state dir): %w", wire.ErrUnauthorized))
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	s.recordCall(w, r)
 }
 
 func (s *Server) authorized(r *http.Request) bool { return s.token.Check(r) }

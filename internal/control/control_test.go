@@ -272,14 +272,7 @@ func TestRecoveryAfterDeath(t *testing.T) {
 	if _, err := h.forward(sb.ID, "/sessions"); err != nil {
 		t.Errorf("forward after recovery: %v", err)
 	}
-	var evs EventList
-	if err := h.c.JSON(context.Background(), "GET", "/sandboxes/"+sb.ID+"/events", nil, &evs); err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, e := range evs.Events {
-		kinds = append(kinds, string(e.Kind)+":"+e.Reason)
-	}
+	kinds := h.lifecycle(t, sb.ID)
 	if d := cmp.Diff([]string{"created:", "died:oom_killed", "recovered:oom_killed"}, kinds); d != "" {
 		t.Errorf("event log (-want +got):\n%s", d)
 	}
@@ -477,10 +470,12 @@ func BenchmarkForwardOverhead(b *testing.B) {
 	direct := client.NewDialed(func(ctx context.Context) (net.Conn, error) { return fp.Dial(ctx, rec.ID) }, rec.Token)
 	via, _ := client.New(ts.URL, testToken, "/sandboxes/"+sb.ID)
 	for _, tc := range []struct {
-		name string
-		c    *client.Client
-	}{{"direct", direct}, {"via-control", via}} {
+		name    string
+		c       *client.Client
+		noCalls bool
+	}{{"direct", direct, false}, {"via-control", via, false}, {"via-control-without-event-log", via, true}} {
 		b.Run(tc.name, func(b *testing.B) {
+			srv.noCalls.Store(tc.noCalls)
 			var e echo
 			for b.Loop() {
 				if err := tc.c.JSON(context.Background(), "POST", "/sessions/main/exec", nil, &e); err != nil {

@@ -78,7 +78,7 @@ func (s *Plane) record(e *entry) store.Record {
 // happened, in one transaction, before the change shows in memory: whoever
 // sees the new status sees its event. It fails with errGone when the
 // sandbox was removed meanwhile.
-func (s *Plane) update(e *entry, change func(r *store.Record), evs ...store.Event) (store.Record, error) {
+func (s *Plane) update(e *entry, change func(r *store.Record), evs ...wire.Event) (store.Record, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -89,7 +89,9 @@ func (s *Plane) update(e *entry, change func(r *store.Record), evs ...store.Even
 	}
 	change(&r)
 	r.UpdatedAt = time.Now().UTC()
-	if err := s.db.Put(r, evs...); err != nil {
+	// The events first: whoever sees the new status finds its event.
+	s.logEvents(r.ID, evs...)
+	if err := s.db.Put(r); err != nil {
 		return r, fmt.Errorf("saving sandbox %s in the registry: %w", r.ID, err)
 	}
 	s.mu.Lock()
@@ -98,16 +100,10 @@ func (s *Plane) update(e *entry, change func(r *store.Record), evs ...store.Even
 	return r, nil
 }
 
-// event appends to the sandbox's lifecycle log when no record changes with
-// it; a failure to record is logged, not fatal.
-func (s *Plane) event(id string, kind wire.EventKind, reason, message string) {
-	if _, err := s.db.AppendEvent(id, newEvent(kind, reason, message)); err != nil {
-		s.log.Warn("recording a sandbox event", "sandbox", id, "kind", kind, "err", err)
-	}
-}
-
-func newEvent(kind wire.EventKind, reason, message string) store.Event {
-	return store.Event{Time: time.Now().UTC(), Kind: string(kind), Reason: reason, Message: message}
+// event appends to the sandbox's event log when no record changes with
+// it.
+func (s *Plane) event(id string, typ wire.EventType, reason, message string) {
+	s.logEvents(id, newEvent(typ, reason, message))
 }
 
 // add registers a new entry, refusing a name already in use.
@@ -125,6 +121,7 @@ func (s *Plane) add(rec store.Record) (*entry, error) {
 	if err := s.db.Put(rec); err != nil {
 		return nil, fmt.Errorf("saving sandbox %s in the registry: %w", rec.ID, err)
 	}
+	s.logSandbox(rec)
 	e := s.newEntry(rec)
 	s.mu.Lock()
 	s.sandboxes[rec.ID] = e
@@ -146,8 +143,10 @@ func (s *Plane) named(name string) *store.Record {
 	return nil
 }
 
-// forget drops e from memory and the registry.
-func (s *Plane) forget(e *entry) error {
+// forget drops e from memory and the registry; its event log says why
+// (sandbox.deleted with reason) and is kept for the retention of deleted
+// sandboxes.
+func (s *Plane) forget(e *entry, reason string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -156,6 +155,8 @@ func (s *Plane) forget(e *entry) error {
 	id := e.rec.ID
 	s.mu.Unlock()
 	e.closeIdle()
+	s.logEvents(id, newEvent(wire.EventSandboxDeleted, reason, ""))
+	s.markDeleted(id)
 	return s.db.Delete(id)
 }
 
@@ -221,6 +222,7 @@ func (s *Plane) validate(req wire.CreateSandbox) (store.Record, error) {
 			MaxDiskMB: req.MaxDiskMB, MaxSessionDiskMB: req.MaxSessionDiskMB,
 		},
 		Env:       req.Env,
+		SecretEnv: req.SecretEnv,
 		Workspace: req.Workspace,
 		Status:    wire.SandboxCreating,
 		Desired:   desireRunning,
@@ -279,7 +281,7 @@ func (s *Plane) provision(ctx context.Context, e *entry) (store.Record, error) {
 				r.Status = wire.SandboxRunning
 				r.Message = note
 				r.Limits = limitsInForce(p, spec, r.Limits)
-			}, newEvent(wire.EventCreated, "", strings.TrimSpace(note+poolNote(rec))))
+			}, newEvent(wire.EventSandboxCreated, "", strings.TrimSpace(note+poolNote(rec))))
 		}
 	}
 	if err != nil {
@@ -291,7 +293,7 @@ func (s *Plane) provision(ctx context.Context, e *entry) (store.Record, error) {
 				s.log.Warn("removing a sandbox whose create failed", "sandbox", rec.ID, "err", rerr)
 			}
 		}
-		_ = s.forget(e)
+		_ = s.forget(e, "create_failed")
 		return rec, fmt.Errorf("creating sandbox with provider %s: %w", rec.Provider, err)
 	}
 	s.log.Info("sandbox created", "sandbox", rec.ID, "name", rec.Name, "provider", rec.Provider)
@@ -321,7 +323,7 @@ func (s *Plane) remove(ctx context.Context, e *entry) error {
 		return fmt.Errorf("removing sandbox %s: its provider %s is not available: start limbs serve with it, then remove again: %w", rec.ID, rec.Provider, wire.ErrUnavailable)
 	}
 	s.log.Info("sandbox removed", "sandbox", rec.ID)
-	return s.forget(e)
+	return s.forget(e, "removed")
 }
 
 // stop stops a sandbox; it stays stopped until start.
@@ -343,7 +345,7 @@ func (s *Plane) stop(ctx context.Context, e *entry) (store.Record, error) {
 	return s.update(e, func(r *store.Record) {
 		r.Status = wire.SandboxStopped
 		r.Reason, r.Message = "", ""
-	}, newEvent(wire.EventStopped, "", ""))
+	}, newEvent(wire.EventSandboxStopped, "", ""))
 }
 
 // start starts a stopped (or failed) sandbox.
@@ -367,7 +369,7 @@ func (s *Plane) start(ctx context.Context, e *entry) (store.Record, error) {
 	return s.update(e, func(r *store.Record) {
 		r.Status = wire.SandboxRunning
 		r.Reason, r.Message = "", ""
-	}, newEvent(wire.EventStarted, "", ""))
+	}, newEvent(wire.EventSandboxStarted, "", ""))
 }
 
 func poolNote(r store.Record) string {

@@ -27,6 +27,9 @@ func (s *Plane) checkRequest(req *wire.CreateSandbox) error {
 			return err
 		}
 	}
+	if err := checkSecretEnv(req); err != nil {
+		return err
+	}
 	if filepath.IsAbs(req.Workspace) {
 		real, err := s.workspacePolicy().CheckHostWorkspace(req.Workspace)
 		if err != nil {

@@ -75,19 +75,6 @@ func (s *Plane) Remove(ctx context.Context, idOrName string) error {
 	return s.remove(ctx, e)
 }
 
-// Events returns the sandbox's lifecycle log from sequence number from on.
-func (s *Plane) Events(ctx context.Context, idOrName string, from uint64) ([]wire.SandboxEvent, error) {
-	e, err := s.lookup(idOrName)
-	if err != nil {
-		return nil, err
-	}
-	evs, err := s.db.Events(s.record(e).ID, from)
-	if err != nil {
-		return nil, err
-	}
-	return eventsToWire(evs), nil
-}
-
 // Dial returns the way to the limbsd of a running sandbox; a sandbox that
 // is not running is an error wrapping wire.ErrUnavailable that says why
 // and what to do. Connections are made when requests go out, each checked
@@ -127,7 +114,16 @@ func (d *Daemon) ID() string { return d.id }
 
 // RoundTrip sends req to limbsd as it is: its path is one of limbsd's own
 // (/v1/sessions, ...), and it carries the daemon's token (see Authorize).
-func (d *Daemon) RoundTrip(req *http.Request) (*http.Response, error) { return d.tr.RoundTrip(req) }
+// The answer's body has the sandboxes' secret values masked (docs/events.md,
+// "Secrets"): whoever reads limbsd through the control plane (the HTTP
+// edge, an MCP server) never gets them.
+func (d *Daemon) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := d.tr.RoundTrip(req)
+	if err == nil {
+		d.p.maskResponse(resp)
+	}
+	return resp, err
+}
 
 // Authorize sets the bearer token of the sandbox's limbsd on h.
 func (d *Daemon) Authorize(h http.Header) { h.Set("Authorization", d.auth) }
@@ -135,5 +131,5 @@ func (d *Daemon) Authorize(h http.Header) { h.Set("Authorization", d.auth) }
 // Client returns a limbsd client of the sandbox (sessions, files), with
 // the same methods as against a bare limbsd.
 func (d *Daemon) Client() *client.Client {
-	return client.NewOver(d.tr, d.e.token)
+	return client.NewOver(d, d.e.token)
 }

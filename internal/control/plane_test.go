@@ -11,6 +11,7 @@ import (
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/eventlog"
 	"github.com/limbs-dev/limbs/internal/provider/local"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -87,12 +88,12 @@ func TestPlaneWithoutHTTP(t *testing.T) {
 	if r := exec1(t, lc, s.ID, "echo again"); !strings.Contains(r.Output, "again") {
 		t.Errorf("exec after Start printed %q", r.Output)
 	}
-	evs, err := pl.Events(ctx, sb.ID, 0)
+	evs, err := pl.Events(ctx, sb.ID, 0, eventlog.Filter{"sandbox.*"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(kinds(evs, func(e wire.SandboxEvent) string { return string(e.Kind) }), " ")
-	if got != "created stopped started" {
+	got := strings.Join(kinds(evs.Events, func(e wire.Event) string { return string(e.Type) }), " ")
+	if got != "sandbox.created sandbox.stopped sandbox.started" {
 		t.Errorf("events %q, want created stopped started", got)
 	}
 
@@ -103,7 +104,6 @@ func TestPlaneWithoutHTTP(t *testing.T) {
 		func() error { _, err := pl.Get(ctx, sb.ID); return err }(),
 		func() error { _, err := pl.Stop(ctx, sb.ID); return err }(),
 		func() error { _, err := pl.Dial(ctx, sb.ID); return err }(),
-		func() error { _, err := pl.Events(ctx, sb.ID, 0); return err }(),
 		pl.Remove(ctx, sb.ID),
 	} {
 		if !errors.Is(err, wire.ErrNotFound) {
@@ -175,11 +175,11 @@ func TestTypedSandboxClient(t *testing.T) {
 	if got, err := sbs.Start(ctx, "typed"); err != nil || got.Status != wire.SandboxRunning {
 		t.Fatalf("Start = %+v, %v", got, err)
 	}
-	evs, err := sbs.Events(ctx, "typed", 2)
+	evs, err := sbs.Events(ctx, "typed", client.EventsQuery{From: 2, Types: "sandbox.*"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(kinds(evs, func(e client.SandboxEvent) string { return string(e.Kind) }), " "); got != "stopped started" {
+	if got := strings.Join(kinds(evs.Events, func(e wire.Event) string { return strings.TrimPrefix(string(e.Type), "sandbox.") }), " "); got != "stopped started" {
 		t.Errorf("events from 2: %q, want stopped started", got)
 	}
 	if err := sbs.Remove(ctx, "typed"); err != nil {

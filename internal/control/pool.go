@@ -82,7 +82,9 @@ func (p *pool) claim(rec store.Record) (store.Record, bool) {
 	}
 	r.CreatedAt = rec.CreatedAt
 	r.UpdatedAt = rec.CreatedAt
-	if err := s.db.Put(r, newEvent(wire.EventClaimed, "", "taken from the warm pool")); err != nil {
+	s.logEvents(r.ID, newEvent(wire.EventSandboxClaimed, "", "taken from the warm pool"))
+	s.logSandbox(r)
+	if err := s.db.Put(r); err != nil {
 		s.log.Warn("claiming a pool sandbox", "sandbox", r.ID, "err", err)
 		return store.Record{}, false
 	}

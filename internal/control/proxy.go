@@ -59,7 +59,7 @@ func (s *Server) forwarder(d *Daemon) *httputil.ReverseProxy {
 				// under this sandbox here.
 				pr.Out.Header.Set("X-Limbs-Api-Base", apiBase)
 			},
-			Transport: d,
+			Transport: d, // which masks secrets in the answers
 			// FlushInterval stays 0: ReverseProxy already flushes streams
 			// (SSE, bodies of unknown length such as /output) at once, and
 			// flushing every response would cost a write per request.

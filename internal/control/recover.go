@@ -30,6 +30,7 @@ func (s *Plane) reconcile(ctx, bg context.Context) error {
 	}
 	for _, r := range recs {
 		s.sandboxes[r.ID] = s.newEntry(r)
+		s.logSandbox(r)
 	}
 	for name, p := range s.opts.Providers {
 		insts, err := p.List(ctx, s.db.Instance())
@@ -62,14 +63,14 @@ func (s *Plane) reconcile(ctx, bg context.Context) error {
 				if err := p.Remove(ctx, r.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
 					s.log.Warn("removing what an interrupted create left", "sandbox", r.ID, "err", err)
 				}
-				_ = s.forget(e)
+				_ = s.forget(e, "create_interrupted")
 				continue
 			}
 			_, _ = s.update(e, func(r *store.Record) {
 				r.Status = wire.SandboxFailed
 				r.Reason = "missing"
 				r.Message = fmt.Sprintf("the %s sandbox is gone (removed outside limbs?); remove it with `limbs sandbox rm %s`", name, r.ID)
-			}, newEvent(wire.EventMissing, "missing", ""))
+			}, newEvent(wire.EventSandboxMissing, "missing", ""))
 		}
 	}
 	for _, r := range recs {
@@ -90,7 +91,7 @@ func (s *Plane) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandbo
 		if err := p.Remove(ctx, rec.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
 			s.log.Warn("removing a half-created sandbox", "sandbox", rec.ID, "err", err)
 		}
-		_ = s.forget(e)
+		_ = s.forget(e, "create_interrupted")
 	case rec.Desired == desireStopped:
 		if inst.State.Running {
 			if err := p.Stop(ctx, rec.ID); err != nil {
@@ -99,7 +100,7 @@ func (s *Plane) adopt(ctx, bg context.Context, p Provider, e *entry, inst sandbo
 		}
 		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxStopped })
 	case inst.State.Running && e.healthy(ctx) == nil:
-		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxRunning }, newEvent(wire.EventAdopted, "", ""))
+		_, _ = s.update(e, func(r *store.Record) { r.Status = wire.SandboxRunning }, newEvent(wire.EventSandboxAdopted, "", ""))
 		s.log.Info("re-adopted a running sandbox", "sandbox", rec.ID)
 	default:
 		reason := inst.State.Reason
@@ -135,7 +136,7 @@ func (s *Plane) watch(ctx context.Context, evs <-chan sandbox.Event) {
 		case sandbox.EventOOM:
 			// A process was killed for memory; the sandbox may live on.
 			// The provider folds it into the reason of a death it causes.
-			s.event(ev.ID, wire.EventOOM, "oom_killed", "a process in the sandbox was killed: out of memory")
+			s.event(ev.ID, wire.EventSandboxOOM, "oom_killed", "a process in the sandbox was killed: out of memory")
 		case sandbox.EventDied:
 			reason := ev.Reason
 			if reason == "" {
@@ -165,7 +166,7 @@ func (s *Plane) goRecover(ctx context.Context, e *entry, reason string) {
 		r.Status = wire.SandboxFailed
 		r.Reason = reason
 		r.Message = fmt.Sprintf("recovering after %s at %s; retry in a few seconds", reason, when)
-	}, newEvent(wire.EventDied, reason, ""))
+	}, newEvent(wire.EventSandboxDied, reason, ""))
 	if err != nil {
 		s.doneRecovering(e)
 		return // removed meanwhile
@@ -207,7 +208,7 @@ func (s *Plane) recover(ctx context.Context, e *entry, reason, when string) {
 		if attempt == recoverAttempts || ctx.Err() != nil || errors.Is(err, sandbox.ErrUnsafe) || errors.Is(err, sandbox.ErrImpostor) {
 			_, _ = s.update(e, func(r *store.Record) {
 				r.Message = fmt.Sprintf("stopped (%s) at %s and could not be restarted: %v; try `limbs sandbox start %s` or remove it", reason, when, err, r.ID)
-			}, newEvent(wire.EventRecoveryFailed, reason, err.Error()))
+			}, newEvent(wire.EventSandboxRecoveryFailed, reason, err.Error()))
 			return
 		}
 		select {
@@ -247,7 +248,7 @@ func (s *Plane) recoverAttempt(ctx context.Context, e *entry, reason, when strin
 		r.Status = wire.SandboxRunning
 		r.Reason = reason
 		r.Message = msg
-	}, newEvent(wire.EventRecovered, reason, msg)); err != nil {
+	}, newEvent(wire.EventSandboxRecovered, reason, msg)); err != nil {
 		return true, nil
 	}
 	s.log.Info("sandbox recovered", "sandbox", rec.ID, "reason", reason)

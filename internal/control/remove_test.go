@@ -25,11 +25,11 @@ func TestRemoveDoesNotRecover(t *testing.T) {
 		// assertion on time: what is checked is what it did.
 		deadline := time.Now().Add(2 * time.Second)
 		for time.Now().Before(deadline) {
-			var evs EventList
-			if err := h.c.JSON(context.Background(), "GET", "/sandboxes/"+id+"/events", nil, &evs); err == nil {
+			var evs wire.EventList
+			if err := h.c.JSON(context.Background(), "GET", "/sandboxes/"+id+"/events?type=sandbox.*", nil, &evs); err == nil {
 				for _, e := range evs.Events {
-					if e.Kind != "created" {
-						during = append(during, string(e.Kind))
+					if e.Type != wire.EventSandboxCreated {
+						during = append(during, string(e.Type))
 					}
 				}
 				if len(during) > 0 {

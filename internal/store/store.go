@@ -11,7 +11,8 @@
 //	                providers label everything they create with it
 //	sandboxes  bucket
 //	  sandbox id (sb_...) -> JSON Record
-//	events     bucket
+//	events     bucket (legacy: the control plane moves what it holds to its
+//	           event log, internal/eventlog, at start; see legacy.go)
 //	  sandbox id -> nested bucket
 //	    8-byte big-endian sequence number (from 1) -> JSON Event without
 //	                                                  its Seq (the key)
@@ -56,7 +57,12 @@ type Record struct {
 	Image      string            `json:"image"`
 	Limits     wire.Limits       `json:"limits"`
 	Env        map[string]string `json:"env,omitempty"`
-	Workspace  string            `json:"workspace,omitempty"`
+	// SecretEnv names the entries of Env whose values are masked in
+	// every event, log line and answer of the control plane. The values
+	// stay here (the registry is mode 0600 and holds each sandbox's
+	// limbsd token too) so that a restarted control plane masks them.
+	SecretEnv []string `json:"secret_env,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
 	// Status is one of the wire.Sandbox* statuses.
 	Status  string `json:"status"`
 	Reason  string `json:"reason,omitempty"`

@@ -98,6 +98,11 @@ type Event struct {
 	// answers its command.started), within the same log.
 	Cause uint64          `json:"cause,omitempty"`
 	Data  json.RawMessage `json:"data,omitempty"`
+	// Cursor is the event's position in the control plane's stream across
+	// all its sandboxes (GET /v1/events): from= that continues after it.
+	// It increases with every event the control plane logs; limbsd's
+	// journal leaves it out.
+	Cursor uint64 `json:"cursor,omitempty"`
 }
 
 // EventList is the body of a GET .../events that does not follow.

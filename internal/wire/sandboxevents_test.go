@@ -16,12 +16,12 @@ func TestSandboxVocabularyJSON(t *testing.T) {
 		v    any
 		want string
 	}{
-		{"events", SandboxEventList{Events: []SandboxEvent{
-			{Seq: 1, Time: t0, Kind: EventCreated},
-			{Seq: 2, Time: t0, Kind: EventDied, Reason: "oom_killed", Message: "m"},
-		}}, `{"events":[{"seq":1,"time":"2026-11-30T12:00:00.123456789Z","kind":"created"},` +
-			`{"seq":2,"time":"2026-11-30T12:00:00.123456789Z","kind":"died","reason":"oom_killed","message":"m"}]}`},
-		{"no events", SandboxEventList{Events: []SandboxEvent{}}, `{"events":[]}`},
+		{"events", EventList{Events: []Event{
+			{Seq: 1, Time: t0, Sandbox: "sb_x", Type: EventSandboxCreated, Source: SourceSystem, Cursor: 7},
+			{Seq: 2, Time: t0, Sandbox: "sb_x", Type: EventSandboxDied, Source: SourceSystem, Data: json.RawMessage(`{"reason":"oom_killed"}`), Cursor: 9},
+		}, Next: 3}, `{"events":[{"seq":1,"time":"2026-11-30T12:00:00.123456789Z","sandbox":"sb_x","type":"sandbox.created","source":"system","cursor":7},` +
+			`{"seq":2,"time":"2026-11-30T12:00:00.123456789Z","sandbox":"sb_x","type":"sandbox.died","source":"system","data":{"reason":"oom_killed"},"cursor":9}],"next":3}`},
+		{"no events", EventList{Events: []Event{}}, `{"events":[]}`},
 		{"limits", Limits{Network: NetworkBridge}, `{"cpus":0,"memory_mb":0,"pids":0,"network":"bridge","read_only_root":false}`},
 		{"create", CreateSandbox{Network: NetworkNone}, `{"network":"none"}`},
 		{"create default", CreateSandbox{}, `{}`},

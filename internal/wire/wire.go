@@ -270,6 +270,11 @@ type CreateSandbox struct {
 	Network   Network           `json:"network,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Workspace string            `json:"workspace,omitempty"`
+	// SecretEnv names entries of Env whose values are secret: the control
+	// plane masks them ("***") in every event, log line and answer
+	// (docs/events.md, "Secrets"). Each must name an entry of Env whose
+	// value has at least 4 bytes.
+	SecretEnv []string `json:"secret_env,omitempty"`
 	// Extensions.
 	User         string `json:"user,omitempty"`
 	ReadOnlyRoot bool   `json:"read_only_root,omitempty"`
