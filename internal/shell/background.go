@@ -3,6 +3,7 @@ package shell
 import (
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,8 @@ const (
 	// backgroundSettle is how long processes found at a command's end get
 	// to settle before they are listed.
 	backgroundSettle = 20 * time.Millisecond
+	// settleLooks bounds the looks until two in a row agree.
+	settleLooks = 6
 )
 
 // backgroundOf fills r's background fields for command c, which ended
@@ -54,11 +57,34 @@ func (s *Session) backgroundOf(c *command, p *proc, r *wire.Result) {
 	if len(p.leftRunning(since)) == 0 {
 		return
 	}
-	// Processes in flux when the command ended (setsid forking its child
-	// and exiting, a job that was about to end) settle first: the list is
-	// the second look, and a process that is gone by the time its command
-	// line is read is left out.
-	time.Sleep(backgroundSettle)
+	// Processes in flux when the command ended settle first: setsid
+	// forking its child and exiting, a job that has not yet run its
+	// program (a fork of the shell, with the shell's command line), a job
+	// about to end. The list is the first of two looks in a row that
+	// agree, at most settleLooks looks after the first.
+	shellCmd := cmdlineOf(p.pid)
+	var list []wire.BackgroundProcess
+	n := 0
+	for round := 0; round < settleLooks; round++ {
+		time.Sleep(backgroundSettle)
+		l, m := p.backgroundList(since)
+		if round > 0 && slices.Equal(l, list) && m == n {
+			break
+		}
+		list, n = l, m
+	}
+	for i := range list {
+		if list[i].Command == shellCmd {
+			list[i].Command = "[subshell]" // a ( ... ) & subshell
+		}
+	}
+	r.Background, r.BackgroundCount = list, n
+}
+
+// backgroundList is one look at the processes left running: the first
+// maxBackground in the order they started, with their command lines, and
+// how many there are.
+func (p *proc) backgroundList(since uint64) ([]wire.BackgroundProcess, int) {
 	procs := p.leftRunning(since)
 	sort.Slice(procs, func(i, j int) bool {
 		if procs[i].start != procs[j].start {
@@ -66,20 +92,21 @@ func (s *Session) backgroundOf(c *command, p *proc, r *wire.Result) {
 		}
 		return procs[i].pid < procs[j].pid
 	})
+	var list []wire.BackgroundProcess
 	n := 0
 	for _, st := range procs {
-		if len(r.Background) == maxBackground {
+		if len(list) == maxBackground {
 			n++
 			continue
 		}
 		cmd := cmdlineOf(st.pid)
 		if now, ok := readStat(st.pid); !ok || now.start != st.start || now.state == 'Z' || now.state == 'X' {
-			continue
+			continue // gone while it was read
 		}
-		r.Background = append(r.Background, wire.BackgroundProcess{PID: st.pid, Command: cmd})
+		list = append(list, wire.BackgroundProcess{PID: st.pid, Command: cmd})
 		n++
 	}
-	r.BackgroundCount = n
+	return list, n
 }
 
 // leftRunning lists the live processes of p's session that started in or

@@ -47,6 +47,13 @@ func TestBackgroundProcessesListed(t *testing.T) {
 		t.Fatalf("background %q (count %d), want %q: the sleep 101 of the previous command must not be listed", got, r.BackgroundCount, want)
 	}
 
+	// A subshell is named as one, not as a second shell.
+	sub := run(t, s, "(sleep 106; true) & true")
+	killAfter(t, sub.Background)
+	if len(sub.Background) != 2 || sub.Background[0].Command != "[subshell]" || sub.Background[1].Command != "sleep 106" {
+		t.Fatalf("(sleep 106; true) &: background %+v, want [subshell] and sleep 106", sub.Background)
+	}
+
 	// A command that leaves nothing running lists nothing.
 	if r := run(t, s, "echo hi; (sleep 0.1 &); sleep 0.3"); len(r.Background) != 0 || r.BackgroundCount != 0 {
 		t.Fatalf("a command whose children ended lists %+v", r.Background)

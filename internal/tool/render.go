@@ -29,6 +29,7 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 	if r.CommandID == "" {
 		out.Status = "idle"
 	}
+	backgroundOf(&out, r) // background.go
 	if out.ExitCode != nil {
 		out.Signal = signalOf(*out.ExitCode)
 	}
@@ -144,6 +145,9 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result) (Result
 		}
 		if r.EndRecovered {
 			line("[%s]", recoveredWords(r))
+		}
+		if n := backgroundNote(out); n != "" {
+			line("%s", n)
 		}
 	}
 
