@@ -121,8 +121,18 @@ func TestServeMCPRoot(t *testing.T) {
 		t.Errorf("%d sandboxes after /mcp?sandbox=%s, want 1", n, sb.ID)
 	}
 
-	// /mcp: a sandbox of its own per MCP session, removed when it ends.
+	// /mcp: a sandbox of its own per MCP session, made on first use and
+	// removed when the session ends. Connecting and listing the tools (a
+	// client's health check) make none.
 	auto := mcpHTTP(t, root)
+	if names := toolNames(t, auto); !slices.Contains(names, "shell_run") {
+		t.Fatalf("tools of /mcp: %v", names)
+	}
+	if n := len(sandboxesOf(t, addr)); n != 1 {
+		t.Errorf("%d sandboxes after an initialize and a tools/list on /mcp, want still 1", n)
+	}
+	healthCheck := mcpHTTP(t, root)
+	healthCheck.Close()
 	text, isErr = mcpText(t, auto, "shell_run", map[string]any{"command": "echo auto-$((6*7))"})
 	if isErr || !strings.Contains(text, "auto-42") {
 		t.Fatalf("shell_run over /mcp: %s", text)
