@@ -188,7 +188,7 @@ func Finish() Tool[FinishInput, FinishOutput] {
 			if strings.TrimSpace(in.Message) == "" {
 				return refusal[FinishOutput]("finish needs \"message\": say what you did and what the result is"), nil
 			}
-			return Result[FinishOutput]{Text: "finished\n", Out: FinishOutput{Message: in.Message}}, nil
+			return Result[FinishOutput]{Text: "finished\n", Out: FinishOutput(in)}, nil
 		}}
 }
 
