@@ -241,3 +241,27 @@ func TestMCPSandboxTools(t *testing.T) {
 		}
 	})
 }
+
+// TestBackgroundInDocker: in a Docker sandbox (limbsd as the container's
+// init), shell_run names the processes a command left running, a setsid
+// one included.
+func TestBackgroundInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs limbs serve and Docker")
+	}
+	if err := exec.Command("docker", "image", "inspect", "limbs/base:latest").Run(); err != nil {
+		testbin.NoDocker(t, "no Docker engine or no limbs/base:latest image")
+	}
+	addr, _ := realServe(t, "--provider", "docker")
+	sb := createSandbox(t, addr, wire.CreateSandbox{Image: "limbs/base:latest"})
+	cs := mcpHTTP(t, "http://"+addr+"/mcp?sandbox="+sb.ID)
+	text, isErr := mcpText(t, cs, "shell_run", map[string]any{"command": "sleep 100 & setsid sleep 101 & sleep 0.3; echo ok"})
+	if isErr || !strings.Contains(text, "[2 background processes still running: pid ") ||
+		!strings.Contains(text, "`sleep 100`") || !strings.Contains(text, "`sleep 101`") {
+		t.Fatalf("shell_run: %s", text)
+	}
+	text, _ = mcpText(t, cs, "shell_run", map[string]any{"command": "echo next"})
+	if strings.Contains(text, "background process") {
+		t.Errorf("the next command lists the earlier command's processes: %s", text)
+	}
+}
