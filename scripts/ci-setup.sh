@@ -45,4 +45,17 @@ else
 	say "warning: no npx (Node.js): TestInspectorCLI will fail under LIMBS_REQUIRE_INSPECTOR=1"
 fi
 
+# The MCP clients whose configuration docs/mcp.md gives (cmd/limbs's
+# TestClientConfigs runs them; keep the versions in step with its
+# claudePkg and codexPkg), fetched the same way. Neither is logged in.
+say "Claude Code and Codex CLIs (npm)"
+if command -v npx >/dev/null; then
+	for pkg in @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0; do
+		timeout 300 npx -y "$pkg" --version >/dev/null ||
+			say "warning: fetching $pkg failed; TestClientConfigs will fail under LIMBS_REQUIRE_MCP_CLIENTS=1"
+	done
+else
+	say "warning: no npx (Node.js): TestClientConfigs will fail under LIMBS_REQUIRE_MCP_CLIENTS=1"
+fi
+
 say "ready: $(docker version --format 'engine {{.Server.Version}} (API {{.Server.APIVersion}})'), $(docker image inspect --format '{{index .RepoTags 0}}' limbs/base:latest), bin/limbsd"

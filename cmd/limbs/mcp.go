@@ -66,6 +66,7 @@ func runMCP(ctx context.Context, args []string) int {
 	image := fs.String("image", "", "create a sandbox of limbs serve from this image, and remove it on exit")
 	profile := fs.String("profile", "", "tool profile: "+strings.Join(tool.ProfileNames(), ", ")+" (the shapes models were trained on; default: the canonical tools)")
 	keep := fs.Bool("keep-session", false, "leave the default session running when the client disconnects")
+	allowSandboxes := fs.Bool("allow-sandboxes", false, "also serve sandbox_create, sandbox_list and sandbox_delete over limbs serve (with --sandbox or --image): the model may then create and remove sandboxes")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
 	if code, ok := parseFlagsOnly(fs, args, "mcp"); !ok {
 		return code
@@ -100,6 +101,14 @@ func runMCP(ctx context.Context, args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "limbs mcp: %s\n", safeErr(err))
 		return 1
+	}
+	if *allowSandboxes {
+		sb, err := mcpControlSandboxes(cn) // mcp_sandboxes.go
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "limbs mcp: %s\n", safeErr(err))
+			return 2
+		}
+		ts = withSandboxes(ts, sb)
 	}
 	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	_, err = cl.Health(hctx)
@@ -152,8 +161,11 @@ func mcpSandbox(ctx context.Context, cn *conn, image string) (string, func(), er
 
 // mcpServeFlags are the flags of the MCP endpoint of limbs serve.
 type mcpServeFlags struct {
-	origins originsFlag
-	profile string
+	origins        originsFlag
+	profile        string
+	allowSandboxes bool
+	image          string       // of the sandboxes made for /mcp sessions
+	handler        *mcp.Handler // once mounted
 }
 
 // originsFlag collects repeated --mcp-origin.
@@ -173,11 +185,13 @@ func addMCPServeFlags(fs *flag.FlagSet) *mcpServeFlags {
 	f := &mcpServeFlags{}
 	fs.Var(&f.origins, "mcp-origin", "origin (scheme://host[:port]) whose web pages may use the MCP endpoints besides limbs serve's own host (repeatable)")
 	fs.StringVar(&f.profile, "mcp-profile", "", "tool profile of the MCP endpoints: "+strings.Join(tool.ProfileNames(), ", "))
+	fs.StringVar(&f.image, "mcp-image", "", "image of the sandbox made for each MCP session at /mcp that names no sandbox (default: the default provider's image)")
+	fs.BoolVar(&f.allowSandboxes, "mcp-allow-sandboxes", false, "also serve sandbox_create, sandbox_list and sandbox_delete on the MCP endpoints: a model may then create and remove any sandbox of this control plane")
 	return f
 }
 
-// mount serves the MCP endpoints (/v1/sandboxes/ID/mcp) in front of
-// next. Each MCP session reaches its sandbox in-process through the
+// mount serves the MCP endpoints (/mcp, /mcp?sandbox=ID and
+// /v1/sandboxes/ID/mcp) in front of next. Each MCP session reaches its sandbox in-process through the
 // control plane's Plane (the provider's checked Dial, the sandbox's own
 // token), as the forwarded API does.
 func (f *mcpServeFlags) mount(next http.Handler, plane *control.Plane, token string, log *slog.Logger) (http.Handler, error) {
@@ -185,11 +199,15 @@ func (f *mcpServeFlags) mount(next http.Handler, plane *control.Plane, token str
 	if err != nil {
 		return nil, err
 	}
+	if f.allowSandboxes {
+		ts = withSandboxes(ts, plane) // in process: the Plane is the typed sandbox API
+	}
 	h, err := mcp.NewHTTPHandler(mcp.HTTPOptions{
 		Token:          token,
 		AllowedOrigins: f.origins,
 		Logger:         log,
 		Server:         mcp.Options{Tools: ts},
+		Create:         autoSandboxes(plane, f.image, log), // mcp_sandboxes.go
 		Connect: func(ctx context.Context, sandbox string) (tool.Sessions, tool.Files, error) {
 			d, err := plane.Dial(ctx, sandbox)
 			if err != nil {
@@ -205,5 +223,6 @@ func (f *mcpServeFlags) mount(next http.Handler, plane *control.Plane, token str
 	if err != nil {
 		return nil, err
 	}
+	f.handler = h
 	return mcp.Mount(h, next), nil
 }

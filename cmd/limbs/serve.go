@@ -286,6 +286,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()
 	}
+	cfg.mcp.close() // the sandboxes made for MCP sessions go with them
 	return nil
 }
 

@@ -35,7 +35,11 @@ type HTTPOptions struct {
 	// SessionTimeout closes an MCP session idle that long (and with it
 	// its default limbs session); 0: 30 minutes.
 	SessionTimeout time.Duration
-	Logger         *slog.Logger
+	// Create makes a sandbox for an MCP session at /mcp that names none
+	// (auto.go), and returns its id and the func that removes it; nil:
+	// /mcp needs ?sandbox=ID.
+	Create func(ctx context.Context) (sandbox string, remove func(), err error)
+	Logger *slog.Logger
 }
 
 // Path is the URL path of a sandbox's MCP endpoint: /v1/sandboxes/ID/mcp.
@@ -48,8 +52,9 @@ var pathRE = regexp.MustCompile(`^/v1/sandboxes/([^/]+)/mcp$`)
 type Handler struct {
 	opts HTTPOptions
 
-	mu       sync.Mutex                            // guards handlers
+	mu       sync.Mutex                            // guards handlers and autos
 	handlers map[string]*sdk.StreamableHTTPHandler // by sandbox, as the URL names it
+	autos    map[*autoSession]bool                 // the sandboxes made for MCP sessions (auto.go)
 }
 
 // NewHTTPHandler returns the streamable HTTP handler of the MCP
@@ -70,11 +75,16 @@ func NewHTTPHandler(opts HTTPOptions) (*Handler, error) {
 	if opts.Server.Logger == nil {
 		opts.Server.Logger = opts.Logger
 	}
-	return &Handler{opts: opts, handlers: map[string]*sdk.StreamableHTTPHandler{}}, nil
+	return &Handler{opts: opts, handlers: map[string]*sdk.StreamableHTTPHandler{}, autos: map[*autoSession]bool{}}, nil
 }
 
-// Match reports whether r is for an MCP endpoint, and which sandbox's.
+// Match reports whether r is for an MCP endpoint, and which sandbox's:
+// /v1/sandboxes/ID/mcp, or /mcp?sandbox=ID; /mcp with no sandbox is
+// autoSandbox (a sandbox made for the MCP session, auto.go).
 func Match(r *http.Request) (sandbox string, ok bool) {
+	if r.URL.EscapedPath() == RootPath {
+		return rootSandbox(r)
+	}
 	m := pathRE.FindStringSubmatch(r.URL.EscapedPath())
 	if m == nil {
 		return "", false
@@ -103,13 +113,14 @@ type connKey struct{}
 type connected struct {
 	sessions tool.Sessions
 	files    tool.Files
+	auto     *autoSession // a sandbox made for this MCP session, or nil
 }
 
 // ServeHTTP checks the Origin and the token, then serves MCP.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sandbox, ok := Match(r)
 	if !ok {
-		wire.WriteError(w, fmt.Errorf("no MCP endpoint at %s: use %s: %w", r.URL.Path, Path("ID"), wire.ErrNotFound))
+		wire.WriteError(w, fmt.Errorf("no MCP endpoint at %s: use %s or %s?sandbox=ID: %w", r.URL.Path, RootPath, RootPath, wire.ErrNotFound))
 		return
 	}
 	if !h.originAllowed(r) {
@@ -124,6 +135,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, fmt.Errorf("missing or wrong bearer token: send Authorization: Bearer TOKEN (the token `limbs serve` printed or wrote to its state dir): %w", wire.ErrUnauthorized))
 		return
 	}
+	if sandbox == autoSandbox && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		h.serveAuto(w, r) // auto.go
+		return
+	}
 	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 		// A new MCP session: reach its sandbox first, so that a wrong
 		// id is a clear 404 rather than the SDK's bare 400.
@@ -132,7 +147,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			wire.WriteError(w, fmt.Errorf("sandbox %q: %w", sandbox, err))
 			return
 		}
-		r = r.WithContext(context.WithValue(r.Context(), connKey{}, connected{ses, files}))
+		r = r.WithContext(context.WithValue(r.Context(), connKey{}, connected{sessions: ses, files: files}))
 		h.handler(sandbox, true).ServeHTTP(w, r)
 		return
 	}
@@ -162,6 +177,9 @@ func (h *Handler) handler(sandbox string, create bool) *sdk.StreamableHTTPHandle
 		if err != nil {
 			h.opts.Logger.Warn("building an MCP server", "sandbox", sandbox, "err", err)
 			return nil
+		}
+		if c.auto != nil {
+			c.auto.setServer(srv.Server) // auto.go
 		}
 		return srv.Server
 	}, &sdk.StreamableHTTPOptions{Logger: h.opts.Logger, SessionTimeout: h.opts.SessionTimeout})

@@ -295,6 +295,7 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 	s.mu.Lock()
 	r := wire.Result{CommandID: c.id, LogPath: c.logPath, Cwd: s.cwd}
 	var from, to int64
+	var bgShell *proc // the shell whose processes background.go lists
 	// What the read loop changes under s.mu, read once: the rest of the
 	// result is built from this moment's state, part of it unlocked.
 	ended := c.ended
@@ -316,6 +317,7 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 		}
 		r.DurationMs = c.endAt.Sub(c.typedAt).Milliseconds()
 		r.OffsetStart = c.startOff
+		bgShell = s.p
 	} else {
 		r.Status = wire.StatusRunning
 		r.WaitingForInput = waiting
@@ -358,6 +360,9 @@ func (s *Session) result(ctx context.Context, c *command, maxOut int, waiting bo
 	c.clean = nil
 	s.mu.Unlock()
 	r.OffsetEnd = to
+	if bgShell != nil {
+		s.backgroundOf(c, bgShell, &r) // background.go
+	}
 	s.betweenResult(c, &r, maxOut)
 	r.OutputBytes = to - r.OffsetStart
 	if ls, ok := s.redrawStart(r.OffsetStart, from, to); ok {

@@ -52,6 +52,9 @@ var profileCases = []struct {
 		{"bash", `{"restart": true}`},
 		{"bash", `{"command": "echo \"KEPT=$KEPT LOST=$LOST\"; pwd"}`},
 	}, tool.ShellOptions{}},
+	{"anthropic", "background", "bash: a command that leaves processes running in the background.", []call{
+		{"bash", `{"command": "sleep 100 & sleep 200 & sleep 0.3; echo started"}`},
+	}, tool.ShellOptions{}},
 
 	{"codex", "exited", "exec_command: a command that ends with status 0.", []call{
 		{"exec_command", `{"cmd": "echo hello; echo world >&2"}`},
@@ -77,6 +80,9 @@ var profileCases = []struct {
 	{"codex", "shell_restarted", "exec_command: exit 3 ends the shell; a fresh one takes over.", []call{
 		{"exec_command", `{"cmd": "cd /tmp && export KEPT=yes && LOST=yes && echo bye && exit 3"}`},
 		{"exec_command", `{"cmd": "echo \"KEPT=$KEPT LOST=$LOST\"; pwd"}`},
+	}, tool.ShellOptions{}},
+	{"codex", "background", "exec_command: a command that leaves processes running in the background.", []call{
+		{"exec_command", `{"cmd": "sleep 100 & sleep 200 & sleep 0.3; echo started"}`},
 	}, tool.ShellOptions{}},
 
 	{"openhands", "exited", "execute_bash: a command that ends with status 0.", []call{
@@ -105,6 +111,9 @@ var profileCases = []struct {
 	{"openhands", "shell_restarted", "execute_bash: exit 3 ends the shell; a fresh one takes over.", []call{
 		{"execute_bash", `{"command": "cd /tmp && export KEPT=yes && LOST=yes && echo bye && exit 3", "security_risk": "LOW"}`},
 		{"execute_bash", `{"command": "echo \"KEPT=$KEPT LOST=$LOST\"; pwd", "security_risk": "LOW"}`},
+	}, tool.ShellOptions{}},
+	{"openhands", "background", "execute_bash: a command that leaves processes running in the background.", []call{
+		{"execute_bash", `{"command": "sleep 100 & sleep 200 & sleep 0.3; echo started", "security_risk": "LOW"}`},
 	}, tool.ShellOptions{}},
 }
 

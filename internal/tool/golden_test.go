@@ -185,6 +185,9 @@ var goldenCases = []struct {
 		sleep(1500 * time.Millisecond),
 		run(tool.RunInput{Command: "echo next"}),
 	}, tool.ShellOptions{}},
+	{"background", "Processes the command left running in the background (pid and command line).", []step{
+		run(tool.RunInput{Command: "sleep 100 & nohup sleep 200 >/dev/null 2>&1 & sleep 0.3; echo started"}),
+	}, tool.ShellOptions{}},
 }
 
 // TestGolden runs each case against a real limbsd and compares the
@@ -250,6 +253,9 @@ var (
 	took      = regexp.MustCompile(`(took|still running after) [0-9.]+ m?s`)
 	durMs     = regexp.MustCompile(`"duration_ms": [0-9]+`)
 	jobPid    = regexp.MustCompile(`\[(\d+)\] \d+`)
+	// The pids of the processes a command left running.
+	bgPid  = regexp.MustCompile(`\bpid \d+`)
+	bgPidJ = regexp.MustCompile(`"pid": \d+`)
 	// limbsd's own note in a recorded result names absolute offsets.
 	noteRange = regexp.MustCompile(`output\?from=\d+&to=\d+`)
 )
@@ -275,6 +281,8 @@ func normalize(dir string, v any) string {
 	s = sessionID.ReplaceAllString(s, "s_ID")
 	s = took.ReplaceAllString(s, "$1 D")
 	s = jobPid.ReplaceAllString(s, "[$1] PID")
+	s = bgPid.ReplaceAllString(s, "pid PID")
+	s = bgPidJ.ReplaceAllString(s, `"pid": 0`)
 	s = noteRange.ReplaceAllString(s, "output?from=A&to=B")
 	for _, p := range goldenPorts() {
 		s = strings.ReplaceAll(s, p, "PORT")

@@ -278,8 +278,14 @@ func endLine(o ShellOutput) string {
 	return "[" + rest + "]"
 }
 
-// shellNote says that the shell itself was replaced or ended.
+// shellNote says that the shell itself was replaced or ended, and which
+// processes the command left running.
 func shellNote(o ShellOutput) string {
+	return lines(shellEndNote(o), backgroundNote(o)) // background.go
+}
+
+// shellEndNote says that the shell itself was replaced or ended.
+func shellEndNote(o ShellOutput) string {
 	switch {
 	case o.ShellReplaced:
 		return fmt.Sprintf("[the command replaced the shell with another shell, so it has no exit code; a fresh shell now runs in %s with the exported environment saved before the command; unexported variables, functions, aliases and background jobs are gone]", o.Cwd)

@@ -221,7 +221,7 @@ func (c *codexExec) result(o ShellOutput, maxTokens *float64) Result[CodexOutput
 	case running && note == "":
 		note = fmt.Sprintf("[still running: write_stdin {\"session_id\": %d, \"chars\": \"\"} waits for more output; chars \"\\u0003\" interrupts it]", out.SessionID)
 	case o.Status == "timeout", o.Status == "interrupted":
-		note = endLine(o)
+		note = lines(endLine(o), backgroundNote(o))
 	case !running:
 		note = shellNote(o)
 	}

@@ -30,6 +30,7 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result, until *
 	if r.CommandID == "" {
 		out.Status = "idle"
 	}
+	backgroundOf(&out, r) // background.go
 	if out.ExitCode != nil {
 		out.Signal = signalOf(*out.ExitCode)
 	}
@@ -150,6 +151,9 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result, until *
 		}
 		if r.EndRecovered {
 			line("[%s]", recoveredWords(r))
+		}
+		if n := backgroundNote(out); n != "" {
+			line("%s", n)
 		}
 	}
 

@@ -211,8 +211,12 @@ type ShellOutput struct {
 	Program          string      `json:"program,omitempty"`
 	Leave            *InputInput `json:"leave,omitempty"`
 	BackgroundOutput string      `json:"background_output,omitempty"`
-	ShellExited      bool        `json:"shell_exited,omitempty"`
-	ShellReplaced    bool        `json:"shell_replaced,omitempty"`
+	// Background lists processes the command left running when it ended
+	// (at most ten); BackgroundCount is how many there were.
+	Background      []BackgroundProcess `json:"background,omitempty"`
+	BackgroundCount int                 `json:"background_count,omitempty"`
+	ShellExited     bool                `json:"shell_exited,omitempty"`
+	ShellReplaced   bool                `json:"shell_replaced,omitempty"`
 	// EndRecovered: the end was read from the shell's process state, not
 	// its hooks (see the text for why); ExitCode may then be unknown.
 	EndRecovered bool       `json:"end_recovered,omitempty"`

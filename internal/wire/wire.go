@@ -184,6 +184,20 @@ type Result struct {
 	// 200 characters), or the address listening on the port.
 	Matched     string `json:"matched,omitempty"`
 	MatchedText string `json:"matched_text,omitempty"`
+	// Background is an extension, only in a command's final result: the
+	// processes the command started that are still running after it
+	// ended (sleep 100 &, nohup server &), at most ten;
+	// BackgroundCount is how many there were.
+	Background      []BackgroundProcess `json:"background,omitempty"`
+	BackgroundCount int                 `json:"background_count,omitempty"`
+}
+
+// BackgroundProcess is one process a command left running. Command is
+// its command line as the process set it (the sandbox writes it): clamped,
+// with control characters made visible.
+type BackgroundProcess struct {
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
 }
 
 // Cursor is a position on the screen, zero-based.
