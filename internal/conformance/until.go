@@ -84,6 +84,39 @@ func testUntil(t *testing.T, c *client.Client) {
 		}
 	})
 
+	t.Run("port of a background server", func(t *testing.T) {
+		id := newSession(t, c)
+		if !have(t, c, id, "python3") {
+			t.Skip("no python3 in the sandbox to listen on a port")
+		}
+		r := run(t, c, id, `python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'`)
+		wantExit(t, r, 0)
+		port, err := strconv.Atoi(strings.TrimSpace(r.Output))
+		if err != nil {
+			t.Fatalf("free port: %q", r.Output)
+		}
+		// The issue's form: the command ends at once; the port is the
+		// background process's, opened after the end.
+		r = runReq(t, c, id, wire.Exec{
+			Command:    "(sleep 0.5; exec python3 -m http.server " + strconv.Itoa(port) + " --bind 127.0.0.1) >/dev/null 2>&1 & pid=$!",
+			YieldAfter: ptr(long), Until: &wire.Until{Port: ptr(port)}})
+		wantExit(t, r, 0)
+		if r.Matched != wire.MatchedPort || r.MatchedText != "127.0.0.1:"+strconv.Itoa(port) {
+			t.Fatalf("matched %q %q, want port 127.0.0.1:%d on the ended result; background %v", r.Matched, r.MatchedText, port, r.Background)
+		}
+		wantExit(t, run(t, c, id, `kill $pid; wait $pid 2>/dev/null; true`), 0)
+
+		// A background process that dies without listening ends the wait
+		// (the test would otherwise take the whole 60 s yield).
+		r = runReq(t, c, id, wire.Exec{
+			Command:    "sleep 0.3 &",
+			YieldAfter: ptr(long), Until: &wire.Until{Port: ptr(port)}})
+		wantExit(t, r, 0)
+		if r.Matched != "" {
+			t.Errorf("matched %q: nothing listens on %d", r.Matched, port)
+		}
+	})
+
 	t.Run("quiet", func(t *testing.T) {
 		id := newSession(t, c)
 		defer stop(t, c, id)

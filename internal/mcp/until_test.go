@@ -59,6 +59,24 @@ func untilScenarios(t *testing.T, cs *sdk.ClientSession, port int) {
 		}
 	})
 
+	t.Run("until port of a background server", func(t *testing.T) {
+		session(t, "until-bg")
+		p := strconv.Itoa(port)
+		if r := run(t, cs, map[string]any{"session": "until-bg", "command": "command -v python3"}); r.out["exit_code"] != float64(0) {
+			t.Skip("no python3 in the sandbox")
+		}
+		// The acceptance's own form: the command ends at once, and the
+		// call waits for the port its background server opens.
+		r := run(t, cs, map[string]any{"session": "until-bg", "command": "python3 -m http.server " + p + " --bind 127.0.0.1 >/dev/null 2>&1 &", "yield": 50, "until": map[string]any{"port": port}})
+		if r.isError || r.out["status"] != "exited" || r.out["matched"] != "port" {
+			t.Fatalf("status %v matched %v, want exited with matched port:\n%s", r.out["status"], r.out["matched"], r.text)
+		}
+		want(t, "background http.server", r, " still running: pid ", "port "+p+" is listening (on 127.0.0.1): a process the command left running opened it")
+		if r := run(t, cs, map[string]any{"session": "until-bg", "command": "kill %1; wait"}); r.isError {
+			t.Errorf("stopping the server: %s", r.text)
+		}
+	})
+
 	t.Run("until output", func(t *testing.T) {
 		session(t, "until-log")
 		r := run(t, cs, map[string]any{"session": "until-log",

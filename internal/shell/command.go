@@ -169,8 +169,10 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 	uctx, stopUntil := context.WithCancel(ctx)
 	defer stopUntil()
 	hits := s.watchUntil(uctx, c, until)
+	deadline := time.Now().Add(afterEndMax) // untilafter.go
 	var yieldC <-chan time.Time
 	if yield > 0 {
+		deadline = time.Now().Add(yield)
 		t := time.NewTimer(yield)
 		defer t.Stop()
 		yieldC = t.C
@@ -180,7 +182,9 @@ func (s *Session) await(ctx context.Context, c *command, yield time.Duration, ma
 	for {
 		select {
 		case <-c.done:
-			return s.result(ctx, c, maxOut, false), nil
+			r := s.result(ctx, c, maxOut, false)
+			s.portAfterEnd(ctx, &r, until, deadline)
+			return r, nil
 		case h := <-hits:
 			r := s.result(ctx, c, maxOut, false)
 			h.apply(&r)

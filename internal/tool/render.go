@@ -155,6 +155,11 @@ func (sh *Shell) finish(ctx context.Context, c *cmdState, r wire.Result, until *
 		if n := backgroundNote(out); n != "" {
 			line("%s", n)
 		}
+		if r.Matched != "" {
+			line("[%s: a process the command left running opened it]", matchedWords(r, until))
+		} else if until != nil && until.Port != nil && out.BackgroundCount > 0 {
+			line("[port %d is not listening yet: the command's background processes did not open it within the yield; shell_run with until {\"port\": %d} and a command such as `sleep 60` waits again]", *until.Port, *until.Port)
+		}
 	}
 
 	sh.mu.Lock()

@@ -178,8 +178,10 @@ type Result struct {
 	LogError      string  `json:"log_error,omitempty"`
 	// Matched names the until condition that held (output, port, quiet,
 	// screen) on a running result; absent when the call returned for
-	// anything else, and on every result of an ended command (its end
-	// is the stronger fact). MatchedText is an extension: what held, as
+	// anything else, and on the result of an ended command (its end is
+	// the stronger fact), but for port: a command that ended leaving
+	// background processes (a server started with &) is waited for,
+	// within the call's yield, until its port listens (docs/api.md). MatchedText is an extension: what held, as
 	// text: the text the output or screen expression matched (at most
 	// 200 characters), or the address listening on the port.
 	Matched     string `json:"matched,omitempty"`
