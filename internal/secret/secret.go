@@ -24,8 +24,10 @@ const Mask = "***"
 const MinLen = 4
 
 // Forms returns the byte strings that stand for values: each as it is and
-// as JSON escapes it (when that differs), longest first, without
-// duplicates and without values shorter than MinLen.
+// as JSON escapes it (when that differs), with HTML escaping and without
+// (wire.WriteJSON turns it off, encoding/json's Marshal has it on: a
+// value with both a `"` or `\` and a `<`, `>` or `&` differs), longest
+// first, without duplicates and without values shorter than MinLen.
 func Forms(values []string) [][]byte {
 	seen := map[string]bool{}
 	var out [][]byte
@@ -38,6 +40,13 @@ func Forms(values []string) [][]byte {
 	for _, v := range values {
 		add(v)
 		if b, err := json.Marshal(v); err == nil {
+			add(string(b[1 : len(b)-1]))
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(v) == nil {
+			b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 			add(string(b[1 : len(b)-1]))
 		}
 	}
