@@ -610,3 +610,39 @@ func TestEventsKill9InFlood(t *testing.T) {
 		t.Errorf("the next command's bytes in the journal %q differ from its raw output %q (%v)", tail, raw, err)
 	}
 }
+
+// TestEventsHugeInputBounded: an input call with a million keys (within
+// the body bound) is one input event of bounded size, read back whole,
+// and the events after it are all there, with no gap.
+func TestEventsHugeInputBounded(t *testing.T) {
+	d := startDaemon(t, "--token", testToken)
+	c := d.client(t, testToken)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, wire.CreateSession{Name: "keys"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 1_000_000) // 6 MB of JSON in the event
+	for i := range keys {
+		keys[i] = "C-a" // beginning of line: harmless at the prompt
+	}
+	y := 10.0
+	if _, err := c.Input(ctx, s.ID, wire.Input{Keys: keys, YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Input(ctx, s.ID, wire.Input{Keys: []string{"C-k"}, Text: "echo after-keys\n", YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	evs := eventsUntil(t, c, "the command after the keys ends", func(ev wire.Event) bool { return ev.Type == wire.EventCommandFinished })
+	checkSeqs(t, evs)
+	for _, ev := range evs {
+		switch ev.Type {
+		case wire.EventGap:
+			t.Errorf("log.gap %s", ev.Data)
+		case wire.EventInput:
+			if n := len(ev.Data); n > 2*journal.MaxText {
+				t.Errorf("input event %d has %d bytes of data; want it bounded like its text (%d)", ev.Seq, n, journal.MaxText)
+			}
+		}
+	}
+}

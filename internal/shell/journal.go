@@ -97,6 +97,20 @@ func cut(text string) string {
 	return text
 }
 
+// cutKeys bounds the keys of one input event as cut bounds its text: an
+// input call may name millions of keys (its body is bounded at 64 MiB),
+// and one event's record must stay far below what the journal reads back.
+func cutKeys(keys []string) []string {
+	n := 0
+	for i, k := range keys {
+		n += len(k) + 3 // as JSON: quotes and a comma
+		if n > maxEventText {
+			return keys[:i]
+		}
+	}
+	return keys
+}
+
 // noteStartedLocked records c's start once; s.mu is held.
 func (s *Session) noteStartedLocked(c *command) {
 	if c.startSeq != 0 || s.m.opts.Journal == nil {
@@ -184,7 +198,7 @@ func (s *Session) noteInput(p *proc, via, text string, keys []string) {
 	if via == viaAttach {
 		src = wire.SourceTerminal
 	}
-	s.note(wire.EventInput, src, cmd, 0, wire.InputData{Text: cut(text), Keys: keys, Masked: masked})
+	s.note(wire.EventInput, src, cmd, 0, wire.InputData{Text: cut(text), Keys: cutKeys(keys), Masked: masked})
 }
 
 // isNamedKey reports whether k names a key (Enter, C-c, Up) rather than
