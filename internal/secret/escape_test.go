@@ -32,3 +32,18 @@ func TestFormsOfEveryJSONEncoder(t *testing.T) {
 		}
 	}
 }
+
+func TestMaskLines(t *testing.T) {
+	forms := Forms([]string{"s3cr3t-value"})
+	in := []string{"x", "abc s3cr", "3t-v", "alue end", "s3cr3t-value alone", "keep"}
+	got := MaskLines(in, forms)
+	want := []string{"x", "abc ****", "****", "**** end", "s3cr3t-value alone", "keep"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	if in[1] != "abc s3cr" {
+		t.Errorf("MaskLines changed its input: %q", in)
+	}
+}

@@ -227,3 +227,59 @@ func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h *handler) WithGroup(name string) slog.Handler {
 	return &handler{next: h.next.WithGroup(name), s: h.s}
 }
+
+// MaskLines masks the values that run across the lines of a screen (a
+// value printed near the right edge wraps onto the next row, and each
+// line then holds only a part of it, which MaskBytes cannot see): every
+// occurrence of a form in the lines joined without separators that
+// crosses from one line into the next has its bytes replaced with '*',
+// in place, so that the screen's layout stays. Values within one line
+// are left to MaskBytes.
+func MaskLines(lines []string, forms [][]byte) []string {
+	if len(lines) < 2 || len(forms) == 0 {
+		return lines
+	}
+	var joined []byte
+	ends := make([]int, len(lines)) // offset in joined where each line ends
+	for i, l := range lines {
+		joined = append(joined, l...)
+		ends[i] = len(joined)
+	}
+	stars := make([]bool, len(joined))
+	hit := false
+	for _, f := range forms {
+		for at := 0; at+len(f) <= len(joined); {
+			k := bytes.Index(joined[at:], f)
+			if k < 0 {
+				break
+			}
+			s, e := at+k, at+k+len(f)
+			for _, end := range ends[:len(ends)-1] {
+				if s < end && end < e {
+					for x := s; x < e; x++ {
+						stars[x] = true
+					}
+					hit = true
+					break
+				}
+			}
+			at = s + 1
+		}
+	}
+	if !hit {
+		return lines
+	}
+	out := make([]string, len(lines))
+	start := 0
+	for i, end := range ends {
+		b := []byte(lines[i])
+		for x := start; x < end; x++ {
+			if stars[x] {
+				b[x-start] = '*'
+			}
+		}
+		out[i] = string(b)
+		start = end
+	}
+	return out
+}
