@@ -179,6 +179,11 @@ func (w *watcher) addTree(dir string) {
 			continue
 		}
 		wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), watchMask&^unix.IN_DONT_FOLLOW)
+		if errors.Is(err, unix.ENOENT) {
+			// No /proc: by its path (what the walk checked may have
+			// changed since, in a component other than the last).
+			wd, err = unix.InotifyAddWatch(w.fd, p, watchMask)
+		}
 		if err != nil {
 			f.Close()
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
