@@ -2,6 +2,7 @@ package control
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -440,9 +441,52 @@ func (s *Plane) maskResponse(resp *http.Response) {
 	if s.secrets.Empty() || resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil {
 		return
 	}
-	resp.Body = maskedBody{Reader: secret.Reader(resp.Body, s.secrets.Forms()), Closer: resp.Body}
+	var body io.Reader = resp.Body
+	if resp.Request != nil && resp.StatusCode == http.StatusOK && strings.HasSuffix(resp.Request.URL.Path, "/screen") {
+		body = maskScreen(resp.Body, s.secrets.Forms())
+	}
+	resp.Body = maskedBody{Reader: secret.Reader(body, s.secrets.Forms()), Closer: resp.Body}
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
+}
+
+// maxScreenBody bounds a screen answer read whole to mask it.
+const maxScreenBody = 16 << 20
+
+// maskScreen masks the values that wrap across the lines of a screen
+// answer (secret.MaskLines), keeping its other fields as they are. An
+// answer that is not a screen passes as it is.
+func maskScreen(r io.Reader, forms [][]byte) io.Reader {
+	b, err := io.ReadAll(io.LimitReader(r, maxScreenBody+1))
+	if err != nil || len(b) > maxScreenBody {
+		return io.MultiReader(bytes.NewReader(b), errReader{err})
+	}
+	var m map[string]json.RawMessage
+	var lines []string
+	if json.Unmarshal(b, &m) != nil || json.Unmarshal(m["lines"], &lines) != nil {
+		return bytes.NewReader(b)
+	}
+	masked := secret.MaskLines(lines, forms)
+	if slices.Equal(masked, lines) {
+		return bytes.NewReader(b)
+	}
+	m["lines"], _ = json.Marshal(masked)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return bytes.NewReader(b)
+	}
+	return bytes.NewReader(append(out, '\n'))
+}
+
+// errReader fails every read with err (nil: an answer too long to mask
+// whole, which is cut rather than passed unmasked).
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err == nil {
+		return 0, fmt.Errorf("a screen answer of more than %d bytes", maxScreenBody)
+	}
+	return 0, e.err
 }
 
 type maskedBody struct {

@@ -758,6 +758,7 @@ func (l *Log) write(sl *sandboxLog, b []byte, first, firstCursor uint64) error {
 			}
 		}
 		sl.segs = append(sl.segs, segment{first: first, firstCursor: firstCursor, path: filepath.Join(sl.dir, segName(first, firstCursor))})
+		l.boundSizeLocked(sl) // retention.go
 	}
 	seg := &sl.segs[len(sl.segs)-1]
 	if sl.f == nil {

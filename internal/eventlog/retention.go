@@ -86,3 +86,34 @@ func (l *Log) Sweep() {
 		}
 	}
 }
+
+// boundSizeLocked keeps MaxSize as sl grows: when a segment is started,
+// its oldest segments go until the others hold at most MaxSize (the
+// sweeper, once a minute, would let a flood write gigabytes past it
+// meanwhile). l.mu is held.
+func (l *Log) boundSizeLocked(sl *sandboxLog) {
+	if l.opts.MaxSize <= 0 || len(sl.segs) < 2 {
+		return
+	}
+	var total int64
+	for _, s := range sl.segs {
+		total += s.size
+	}
+	cut := 0
+	for cut < len(sl.segs)-1 && total > l.opts.MaxSize {
+		s := sl.segs[cut]
+		if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
+			l.log.Warn("removing an old event log segment", "sandbox", sl.id, "err", err)
+			break
+		}
+		total -= s.size
+		cut++
+	}
+	if cut > 0 {
+		sl.segs = append([]segment(nil), sl.segs[cut:]...)
+		sl.meta.FirstSeq = sl.segs[0].first
+		if err := sl.writeMeta(); err != nil {
+			l.log.Warn("recording an event log's retention", "sandbox", sl.id, "err", err)
+		}
+	}
+}

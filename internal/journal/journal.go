@@ -275,13 +275,22 @@ func seqOf(line []byte) (uint64, bool) {
 const maxLine = 4 << 20
 
 // lines calls f with each complete line of the segment file at path, and
-// returns the offset past the last complete one.
+// returns the offset past the last complete one. A line longer than
+// maxLine is passed cut to its first maxLine bytes (not JSON then, but
+// its seq is still there, see seqOf), the rest skipped: a long record
+// never hides the lines after it.
 func lines(path string, f func(line []byte) bool) int64 {
 	fh, err := os.Open(path)
 	if err != nil {
 		return 0
 	}
 	defer fh.Close()
+	// A long line is skipped to its end, but never past the file's size
+	// when it was opened (nor past maxLine for a file of no size).
+	size := int64(maxLine)
+	if fi, err := fh.Stat(); err == nil {
+		size = max(size, fi.Size())
+	}
 	br := bufio.NewReaderSize(fh, 64<<10)
 	var off int64
 	for {
@@ -289,11 +298,22 @@ func lines(path string, f func(line []byte) bool) int64 {
 		if err == bufio.ErrBufferFull {
 			// A line longer than the buffer: gather it, up to maxLine.
 			long := append([]byte(nil), line...)
-			for err == bufio.ErrBufferFull && len(long) < maxLine {
+			n := int64(len(line))
+			for err == bufio.ErrBufferFull && off+n < size {
 				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
+				n += int64(len(line))
+				if len(long) < maxLine {
+					long = append(long, line[:min(len(line), maxLine-len(long))]...)
+				}
 			}
-			line = long
+			if err != nil {
+				return off
+			}
+			off += n
+			if !f(bytes.TrimSuffix(long, []byte("\n"))) {
+				return off
+			}
+			continue
 		}
 		if err != nil {
 			return off
@@ -337,6 +357,11 @@ func (j *Journal) scan() (uint64, leftovers) {
 		good := lines(path, func(line []byte) bool {
 			var r record
 			if json.Unmarshal(line, &r) != nil || r.Seq == 0 {
+				// A record cut by lines still holds its seq: never number
+				// it again.
+				if seq, ok := seqOf(line); ok {
+					last = max(last, seq)
+				}
 				return true
 			}
 			last = max(last, r.Seq)

@@ -162,7 +162,11 @@ func (j *Journal) readFiles(from, to uint64, limit int, withBytes bool) ([]wire.
 			}
 			var r record
 			if json.Unmarshal(line, &r) != nil {
-				return true
+				// A record longer than a reader takes in (lines): a gap
+				// for it, and whatever was missing before it.
+				out = append(out, gapEvent(next, seq+1, fmt.Sprintf("the record of event %d is longer than the journal reads back (%d bytes)", seq, maxLine)))
+				next = seq + 1
+				return len(out) < limit
 			}
 			if seq > next {
 				out = append(out, gapEvent(next, seq, why(next)))

@@ -3,9 +3,9 @@ package journal
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -57,6 +57,7 @@ type watcher struct {
 	order    []string
 	overflow bool
 	moves    map[uint32]string // cookie: the path a rename left
+	root     *os.File          // Root, opened on first use (openDir)
 }
 
 type change struct {
@@ -91,6 +92,11 @@ func (j *Journal) Watch(ctx context.Context, opts WatchOptions) error {
 	defer f.Close()
 	w := &watcher{j: j, opts: opts, fd: fd, wds: map[int]string{}, pending: map[string]*change{}, moves: map[uint32]string{}}
 	w.addTree(opts.Root)
+	defer func() {
+		if w.root != nil {
+			w.root.Close()
+		}
+	}()
 	go func() {
 		<-ctx.Done()
 		f.Close()
@@ -146,32 +152,128 @@ func (w *watcher) skipped(p string) bool {
 }
 
 // addTree watches dir and the directories under it, within the bound.
+// The agent can turn any component of a path into a symlink between the
+// event that named a directory and this walk, so every directory is
+// opened from the root without following one (openDir), and watched
+// through its descriptor: limbsd (root) never watches what lies outside
+// the workspace, or its own state directory under another name.
 func (w *watcher) addTree(dir string) {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
+	rel, err := filepath.Rel(w.opts.Root, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return
+	}
+	queue := []string{rel}
+	for len(queue) > 0 && !w.full {
+		r := queue[0]
+		queue = queue[1:]
+		p := filepath.Join(w.opts.Root, r)
 		if w.skipped(p) {
-			return filepath.SkipDir
-		}
-		if w.full {
-			return filepath.SkipAll
+			continue
 		}
 		if len(w.wds) >= w.opts.MaxDirs {
 			w.unwatched(p, "the watch bound")
-			return filepath.SkipAll
+			return
 		}
-		wd, err := unix.InotifyAddWatch(w.fd, p, watchMask)
+		f, err := w.openDir(r)
 		if err != nil {
+			continue
+		}
+		wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), watchMask&^unix.IN_DONT_FOLLOW)
+		if errors.Is(err, unix.ENOENT) {
+			// No /proc: by its path (what the walk checked may have
+			// changed since, in a component other than the last).
+			wd, err = unix.InotifyAddWatch(w.fd, p, watchMask)
+		}
+		if err != nil {
+			f.Close()
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
 				w.unwatched(p, "the kernel's inotify limit (fs.inotify.max_user_watches)")
-				return filepath.SkipAll
+				return
 			}
-			return nil
+			continue
 		}
 		w.wds[wd] = p
-		return nil
+		for {
+			ents, err := f.ReadDir(1024)
+			for _, e := range ents {
+				if e.IsDir() && len(w.wds)+len(queue) <= w.opts.MaxDirs {
+					queue = append(queue, filepath.Join(r, e.Name()))
+				}
+			}
+			if err != nil || len(ents) == 0 {
+				break
+			}
+		}
+		f.Close()
+	}
+}
+
+// openDir opens the directory rel (relative to the root) without
+// following a symlink in any component.
+func (w *watcher) openDir(rel string) (*os.File, error) {
+	if w.root == nil {
+		fd, err := unix.Open(w.opts.Root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		w.root = os.NewFile(uintptr(fd), w.opts.Root)
+	}
+	fd, err := unix.Openat2(int(w.root.Fd()), rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		// No openat2 (an old kernel, a seccomp profile that refuses it):
+		// one component at a time, none followed.
+		fd, err = openNoFollow(int(w.root.Fd()), rel)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(w.opts.Root, rel)), nil
+}
+
+func openNoFollow(dirfd int, rel string) (int, error) {
+	fd, err := unix.Dup(dirfd)
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range strings.Split(rel, "/") {
+		if c == "." || c == "" {
+			continue
+		}
+		if c == ".." {
+			unix.Close(fd)
+			return -1, unix.EXDEV
+		}
+		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// lstat is os.Lstat of p (under the root) without following a symlink in
+// any component: the size of a file outside the workspace is no one's.
+func (w *watcher) lstat(p string) (size int64, regular, exists bool) {
+	rel, err := filepath.Rel(w.opts.Root, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return 0, false, false
+	}
+	d, err := w.openDir(filepath.Dir(rel))
+	if err != nil {
+		// Its directory is gone, or a link now: nothing to tell.
+		return 0, false, false
+	}
+	defer d.Close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(d.Fd()), filepath.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, false, !errors.Is(err, unix.ENOENT)
+	}
+	return st.Size, st.Mode&unix.S_IFMT == unix.S_IFREG, true
 }
 
 func (w *watcher) unwatched(p, why string) {
@@ -290,12 +392,12 @@ func (w *watcher) flush() {
 		}
 		d := wire.FileData{Path: w.rel(p), Kind: c.kind, From: c.from}
 		if c.kind != "remove" {
-			if fi, err := os.Lstat(p); err == nil {
-				if fi.Mode().IsRegular() {
-					d.Size = fi.Size()
-				}
-			} else if errors.Is(err, fs.ErrNotExist) {
+			size, regular, exists := w.lstat(p)
+			if !exists {
 				continue // created and gone again within the period
+			}
+			if regular {
+				d.Size = size
 			}
 		}
 		ev := wire.Event{Type: wire.EventFileChanged, Source: wire.SourceSystem}

@@ -610,3 +610,98 @@ func TestEventsKill9InFlood(t *testing.T) {
 		t.Errorf("the next command's bytes in the journal %q differ from its raw output %q (%v)", tail, raw, err)
 	}
 }
+
+// TestEventsHugeInputBounded: an input call with a million keys (within
+// the body bound) is one input event of bounded size, read back whole,
+// and the events after it are all there, with no gap.
+func TestEventsHugeInputBounded(t *testing.T) {
+	d := startDaemon(t, "--token", testToken)
+	c := d.client(t, testToken)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, wire.CreateSession{Name: "keys"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 1_000_000) // 6 MB of JSON in the event
+	for i := range keys {
+		keys[i] = "C-a" // beginning of line: harmless at the prompt
+	}
+	y := 10.0
+	if _, err := c.Input(ctx, s.ID, wire.Input{Keys: keys, YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Input(ctx, s.ID, wire.Input{Keys: []string{"C-k"}, Text: "echo after-keys\n", YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	evs := eventsUntil(t, c, "the command after the keys ends", func(ev wire.Event) bool { return ev.Type == wire.EventCommandFinished })
+	checkSeqs(t, evs)
+	for _, ev := range evs {
+		switch ev.Type {
+		case wire.EventGap:
+			t.Errorf("log.gap %s", ev.Data)
+		case wire.EventInput:
+			if n := len(ev.Data); n > 2*journal.MaxText {
+				t.Errorf("input event %d has %d bytes of data; want it bounded like its text (%d)", ev.Seq, n, journal.MaxText)
+			}
+		}
+	}
+}
+
+// TestEventsRawPasswordPromptMasked: many password prompts read key by
+// key with the terminal in raw mode (ECHO and ICANON clear: bash's read
+// -s -n, Node's and Go's prompt libraries behind npm login or gh auth
+// login), which the ECHO-clear-ICANON-set rule alone takes for an editor.
+// With echo off and a password prompt on the cursor's line, what is typed
+// is masked too.
+func TestEventsRawPasswordPromptMasked(t *testing.T) {
+	d := startDaemon(t, "--token", testToken)
+	c := d.client(t, testToken)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, wire.CreateSession{Name: "raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := 5.0
+	if _, err := c.Exec(ctx, s.ID, wire.Exec{Command: "read -r -s -n 8 -p 'Password: ' PW; echo; echo len=${#PW}", YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, "the raw password prompt", 20*time.Second, func() bool {
+		sc, err := c.Screen(ctx, s.ID)
+		return err == nil && strings.Contains(strings.Join(sc.Lines, "\n"), "Password:")
+	})
+	const secret = "hunter22"
+	r, err := c.Input(ctx, s.ID, wire.Input{Text: secret, YieldAfter: &y})
+	if err != nil || !strings.Contains(r.Output, "len=8") {
+		t.Fatalf("typing the password: %+v %v", r, err)
+	}
+	evs := eventsUntil(t, c, "the command's end", func(ev wire.Event) bool { return ev.Type == wire.EventCommandFinished })
+	found := false
+	for _, ev := range evs {
+		if ev.Type != wire.EventInput {
+			continue
+		}
+		found = true
+		if in := dataOf[wire.InputData](t, ev); strings.Contains(in.Text, secret) || !in.Masked {
+			t.Errorf("the password typed at a raw-mode prompt is in the journal: %+v", in)
+		}
+	}
+	if !found {
+		t.Error("no input event")
+	}
+	// At the shell's prompt (raw too, for readline), under a line that
+	// says token, a typed command line is recorded as typed.
+	if _, err := c.Exec(ctx, s.ID, wire.Exec{Command: "echo the-token-is-elsewhere", YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Input(ctx, s.ID, wire.Input{Text: "echo typed-token-line\n", YieldAfter: &y}); err != nil {
+		t.Fatal(err)
+	}
+	evs = eventsUntil(t, c, "the typed line's input event", func(ev wire.Event) bool {
+		return ev.Type == wire.EventInput && strings.Contains(string(ev.Data), "typed-token-line")
+	})
+	for _, ev := range evs {
+		if ev.Type == wire.EventInput && strings.Contains(string(ev.Data), "typed-token-line") && dataOf[wire.InputData](t, ev).Masked {
+			t.Errorf("a command line typed at the prompt is masked: %s", ev.Data)
+		}
+	}
+}

@@ -24,8 +24,10 @@ const Mask = "***"
 const MinLen = 4
 
 // Forms returns the byte strings that stand for values: each as it is and
-// as JSON escapes it (when that differs), longest first, without
-// duplicates and without values shorter than MinLen.
+// as JSON escapes it (when that differs), with HTML escaping and without
+// (wire.WriteJSON turns it off, encoding/json's Marshal has it on: a
+// value with both a `"` or `\` and a `<`, `>` or `&` differs), longest
+// first, without duplicates and without values shorter than MinLen.
 func Forms(values []string) [][]byte {
 	seen := map[string]bool{}
 	var out [][]byte
@@ -38,6 +40,13 @@ func Forms(values []string) [][]byte {
 	for _, v := range values {
 		add(v)
 		if b, err := json.Marshal(v); err == nil {
+			add(string(b[1 : len(b)-1]))
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(v) == nil {
+			b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 			add(string(b[1 : len(b)-1]))
 		}
 	}
@@ -217,4 +226,60 @@ func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h *handler) WithGroup(name string) slog.Handler {
 	return &handler{next: h.next.WithGroup(name), s: h.s}
+}
+
+// MaskLines masks the values that run across the lines of a screen (a
+// value printed near the right edge wraps onto the next row, and each
+// line then holds only a part of it, which MaskBytes cannot see): every
+// occurrence of a form in the lines joined without separators that
+// crosses from one line into the next has its bytes replaced with '*',
+// in place, so that the screen's layout stays. Values within one line
+// are left to MaskBytes.
+func MaskLines(lines []string, forms [][]byte) []string {
+	if len(lines) < 2 || len(forms) == 0 {
+		return lines
+	}
+	var joined []byte
+	ends := make([]int, len(lines)) // offset in joined where each line ends
+	for i, l := range lines {
+		joined = append(joined, l...)
+		ends[i] = len(joined)
+	}
+	stars := make([]bool, len(joined))
+	hit := false
+	for _, f := range forms {
+		for at := 0; at+len(f) <= len(joined); {
+			k := bytes.Index(joined[at:], f)
+			if k < 0 {
+				break
+			}
+			s, e := at+k, at+k+len(f)
+			for _, end := range ends[:len(ends)-1] {
+				if s < end && end < e {
+					for x := s; x < e; x++ {
+						stars[x] = true
+					}
+					hit = true
+					break
+				}
+			}
+			at = s + 1
+		}
+	}
+	if !hit {
+		return lines
+	}
+	out := make([]string, len(lines))
+	start := 0
+	for i, end := range ends {
+		b := []byte(lines[i])
+		for x := start; x < end; x++ {
+			if stars[x] {
+				b[x-start] = '*'
+			}
+		}
+		out[i] = string(b)
+		start = end
+	}
+	return out
 }

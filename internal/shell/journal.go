@@ -2,6 +2,7 @@ package shell
 
 import (
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,20 @@ func cut(text string) string {
 	return text
 }
 
+// cutKeys bounds the keys of one input event as cut bounds its text: an
+// input call may name millions of keys (its body is bounded at 64 MiB),
+// and one event's record must stay far below what the journal reads back.
+func cutKeys(keys []string) []string {
+	n := 0
+	for i, k := range keys {
+		n += len(k) + 3 // as JSON: quotes and a comma
+		if n > maxEventText {
+			return keys[:i]
+		}
+	}
+	return keys
+}
+
 // noteStartedLocked records c's start once; s.mu is held.
 func (s *Session) noteStartedLocked(c *command) {
 	if c.startSeq != 0 || s.m.opts.Journal == nil {
@@ -159,7 +174,9 @@ func (s *Session) noteInput(p *proc, via, text string, keys []string) {
 	if s.m.opts.Journal == nil {
 		return
 	}
-	masked := p != nil && p.echoOff()
+	// Readline at the shell's own prompt is raw too: a command line that
+	// names a token is no password.
+	masked := p != nil && (p.echoOff() || (p.rawNoEcho() && !p.atPrompt() && s.passwordPrompt()))
 	if masked {
 		text = strings.Repeat("*", len(text))
 		// A key that is not a named key is typed text too.
@@ -184,7 +201,27 @@ func (s *Session) noteInput(p *proc, via, text string, keys []string) {
 	if via == viaAttach {
 		src = wire.SourceTerminal
 	}
-	s.note(wire.EventInput, src, cmd, 0, wire.InputData{Text: cut(text), Keys: keys, Masked: masked})
+	s.note(wire.EventInput, src, cmd, 0, wire.InputData{Text: cut(text), Keys: cutKeys(keys), Masked: masked})
+}
+
+// secretPrompt is what a prompt for a secret says.
+var secretPrompt = regexp.MustCompile(`(?i)(password|passphrase|passcode|passwd|\bpin\b|token|secret|credential|api[ _-]?key)`)
+
+// passwordPrompt reports whether the screen's cursor line, or the line
+// above it, asks for a secret: a prompt that reads key by key in raw
+// mode (ECHO and ICANON clear, as an editor also has) is told from an
+// editor by what it shows.
+func (s *Session) passwordPrompt() bool {
+	sc, err := s.Screen()
+	if err != nil {
+		return false
+	}
+	for r := sc.Cursor.Row - 1; r <= sc.Cursor.Row; r++ {
+		if r >= 0 && r < len(sc.Lines) && secretPrompt.MatchString(sc.Lines[r]) {
+			return true
+		}
+	}
+	return false
 }
 
 // isNamedKey reports whether k names a key (Enter, C-c, Up) rather than

@@ -123,6 +123,19 @@ func (p *proc) echoOff() bool {
 	return off
 }
 
+// rawNoEcho reports whether the terminal reads keys one by one without
+// echoing them (ECHO and ICANON clear): an editor, or a password prompt
+// that reads key by key (see Session.passwordPrompt).
+func (p *proc) rawNoEcho() bool {
+	raw := false
+	_ = p.control(func(fd int) {
+		if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+			raw = t.Lflag&unix.ECHO == 0 && t.Lflag&unix.ICANON == 0
+		}
+	})
+	return raw
+}
+
 // readMem reads n bytes of another process's memory; the daemon is the
 // ancestor of every process it asks about, which is what ptrace access
 // needs.
