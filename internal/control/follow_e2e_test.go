@@ -194,7 +194,6 @@ func TestFollowJournalReconnects(t *testing.T) {
 	t.Logf("%d events, %d output bytes, followed with 10 hang-ups", len(got), len(out))
 }
 
-
 // tokCommand is command i of phase ph: it prints one line that names it
 // (the format keeps the name out of the typed text, so an echo of the
 // line is never taken for its output) and exits with i % 4.
