@@ -114,8 +114,13 @@ func (s *Plane) follow(e *entry) {
 	}()
 }
 
-// unfollow stops the follower of sandbox id (without waiting: Close
-// waits for all); gone drops it for good (the sandbox was removed).
+// followStopWait bounds how long a removal waits for its follower's last
+// Ingest, so that no journal event lands after sandbox.deleted.
+const followStopWait = 10 * time.Second
+
+// unfollow stops the follower of sandbox id (a stop does not wait: Close
+// waits for all); gone drops it for good (the sandbox was removed) once
+// it has ended.
 func (s *Plane) unfollow(id string, gone bool) {
 	s.followMu.Lock()
 	f := s.followers[id]
@@ -127,10 +132,18 @@ func (s *Plane) unfollow(id string, gone bool) {
 		}
 	}
 	s.followMu.Unlock()
-	if gone {
-		if o := s.eventObserver(); o != nil {
-			o.ForgetSandbox(id)
+	if !gone {
+		return
+	}
+	if f != nil {
+		select {
+		case <-f.done:
+		case <-time.After(followStopWait):
+			s.log.Warn("the follower of a removed sandbox's journal did not end in time", "sandbox", id)
 		}
+	}
+	if o := s.eventObserver(); o != nil {
+		o.ForgetSandbox(id)
 	}
 }
 
