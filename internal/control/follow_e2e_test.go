@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/provider/local"
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -454,5 +456,72 @@ func TestFollowJournalAcceptance(t *testing.T) {
 	}
 	if left := dockerLeftovers(t, instance); len(left) > 0 {
 		t.Errorf("containers/volumes left: %v", left)
+	}
+}
+
+// A limbsd whose journal was lost (its state wiped while the sandbox was
+// stopped) has a new journal id: the follower records a log.gap naming
+// both, keeps the old events and follows the new journal from its seq 1.
+func TestFollowJournalChanged(t *testing.T) {
+	dir := stateDir(t)
+	removeAll(t, dir)
+	p := newPlane(t, dir, local.IsolateAuto, nil)
+	ctx := context.Background()
+	sb := p.create(t, wire.CreateSandbox{})
+	c := p.sandboxClient(t, sb.ID)
+	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, c, "main", "echo before")
+	ended := func(want int) []wire.Event {
+		var all []wire.Event
+		testbin.Eventually(t, fmt.Sprintf("%d commands in the log", want), time.Minute, func() bool {
+			all = logOf(t, p.c, sb.ID)
+			n := 0
+			for _, ev := range all {
+				if ev.Type == wire.EventCommandFinished {
+					n++
+				}
+			}
+			return n >= want
+		})
+		return all
+	}
+	ended(1)
+	if _, err := p.c.Sandboxes().Stop(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "sandboxes", sb.ID, "state", "journal")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.c.Sandboxes().Start(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetSession(ctx, "main"); err != nil {
+		if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec1(t, c, "main", "echo after")
+	all := ended(2)
+	checkSeqs(t, all)
+	var gaps, texts []string
+	for _, ev := range all {
+		switch ev.Type {
+		case wire.EventGap:
+			var d wire.GapData
+			_ = json.Unmarshal(ev.Data, &d)
+			gaps = append(gaps, d.Reason)
+		case wire.EventCommandStarted:
+			var d wire.CommandStartedData
+			_ = json.Unmarshal(ev.Data, &d)
+			texts = append(texts, d.Text)
+		}
+	}
+	if len(gaps) != 1 || !strings.Contains(gaps[0], "journal is now j_") {
+		t.Errorf("log.gap reasons %q, want one for the changed journal", gaps)
+	}
+	if strings.Join(texts, "|") != "echo before|echo after" {
+		t.Errorf("the commands in the log: %q", texts)
 	}
 }
