@@ -157,8 +157,12 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatalf("/metrics with the token: %d", code)
 	}
 	// The prompt after the last command may have been ingested since.
-	outBytes = outputBytes(t, c, sb.ID)
-	fams, _ = scrape(t, ts.URL, "tok")
+	testbin.Eventually(t, "the output counted is the log's", time.Minute, func() bool {
+		outBytes = outputBytes(t, c, sb.ID)
+		fams, _ = scrape(t, ts.URL, "tok")
+		got, _ := sample(fams, "limbs_output_bytes_total")
+		return got == float64(outBytes)
+	})
 	for _, c := range []struct {
 		name   string
 		labels []string
