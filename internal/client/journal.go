@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,16 +66,33 @@ func (c *Client) FollowEvents(ctx context.Context, from uint64, withBytes bool) 
 	return es, nil
 }
 
+// MaxEventLine bounds one line of a followed journal: an event holds at
+// most 64 KiB of text or of output bytes (base64), far below it. A longer
+// line (a daemon that is not limbsd, or broken) ends the stream, so that
+// whoever follows a sandbox's journal never holds more.
+const MaxEventLine = 4 << 20
+
 // line is the next line that is not blank (blank lines keep the
 // connection alive).
 func (es *EventStream) line() ([]byte, error) {
 	for {
-		b, err := es.br.ReadBytes('\n')
-		if t := bytes.TrimSpace(b); len(t) > 0 && err == nil {
-			return t, nil
+		var line []byte
+		for {
+			b, err := es.br.ReadSlice('\n')
+			if len(line)+len(b) > MaxEventLine {
+				return nil, fmt.Errorf("event stream: a line of more than %d bytes; is it a limbsd that keeps a journal?", MaxEventLine)
+			}
+			line = append(line, b...)
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			break
 		}
-		if err != nil {
-			return nil, err
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			return t, nil
 		}
 	}
 }
@@ -91,6 +109,14 @@ func (es *EventStream) Next() (wire.Event, error) {
 		return wire.Event{}, fmt.Errorf("event stream: bad line %.200q: %w", line, err)
 	}
 	return ev, nil
+}
+
+// Buffered reports whether a whole event line is already read from the
+// connection, so that Next returns it without waiting: a reader that
+// batches reads on while it is true.
+func (es *EventStream) Buffered() bool {
+	b, _ := es.br.Peek(es.br.Buffered())
+	return bytes.IndexByte(bytes.TrimLeft(b, " \t\r\n"), '\n') >= 0
 }
 
 // Close ends the stream.
