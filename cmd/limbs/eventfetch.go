@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -15,19 +12,15 @@ import (
 // advancing must not keep the CLI reading for ever.
 const maxEventPages = 1 << 20
 
-// fetchEvents reads a sandbox's whole event log from limbs serve,
-// following GET /v1/sandboxes/{id}/events?from=N (the client adds /v1) page by page
-// ({"events": [...], "next": N}) until a page is empty or next stops
-// advancing.
-//
-// It speaks the HTTP contract directly until the typed client has the
-// method; it is the one place export and replay read events.
+// fetchEvents reads a sandbox's whole event log from limbs serve page by
+// page (client.Sandboxes.Events: GET /v1/sandboxes/{id}/events?from=N)
+// until a page is empty or next stops advancing. It is the one place
+// export and replay read events.
 func fetchEvents(ctx context.Context, c *client.Client, sandbox string, from uint64) ([]wire.Event, error) {
 	var all []wire.Event
 	for range maxEventPages {
-		var page wire.EventList
-		path := "/sandboxes/" + url.PathEscape(sandbox) + "/events?from=" + strconv.FormatUint(from, 10)
-		if err := c.JSON(ctx, http.MethodGet, path, nil, &page); err != nil {
+		page, err := c.Sandboxes().Events(ctx, sandbox, client.EventsQuery{From: from})
+		if err != nil {
 			return nil, fmt.Errorf("reading the events of sandbox %s: %w", sandbox, err)
 		}
 		if len(page.Events) == 0 {

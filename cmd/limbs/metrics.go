@@ -14,14 +14,16 @@ import (
 // other request of h by route. The scrape needs the API's token unless
 // public is set; it answers what any client with the token can already
 // list (sandbox counts, no ids but those of the event-log lag series).
-// It returns the Metrics, for the parts of limbs serve that report into
-// them (the event log's lag).
+// It returns the Metrics, which the Plane's followers report into (commands,
+// output, the event log's lag).
 func withMetrics(h http.Handler, srv *control.Server, token string, public bool) (http.Handler, *metrics.Metrics) {
 	m := metrics.New(metrics.Options{State: func() metrics.State {
 		st := srv.Stats()
 		return metrics.State{Sandboxes: st.Sandboxes, PoolReady: st.PoolReady, PoolWant: st.PoolWant}
 	}})
-	srv.ObserveResults(m)
+	// Commands and output are counted from what the followers of limbsd's
+	// journals ingest, once each, whoever waited for them.
+	srv.ObserveEvents(m)
 	api := m.Instrument(h)
 	scrape := m.Handler()
 	tok := endpoint.NewToken(token)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -71,6 +74,22 @@ next:
 	return 0, false
 }
 
+// outputBytes adds up the sizes of the output events of a sandbox's log.
+func outputBytes(t *testing.T, c *client.Client, sb string) int64 {
+	t.Helper()
+	l, err := c.Sandboxes().Events(t.Context(), sb, client.EventsQuery{Types: "output"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, ev := range l.Events {
+		var d wire.OutputData
+		_ = json.Unmarshal(ev.Data, &d)
+		n += d.Size
+	}
+	return n
+}
+
 // TestServeMetrics: limbs serve's /metrics, scraped over real HTTP with
 // its token, counts a sandbox, the commands run in it through the
 // control plane (real bash), their output, and the API's requests by
@@ -107,14 +126,28 @@ func TestServeMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var outBytes int64
+	var cmdBytes int64
 	for _, cmd := range []string{"printf 'hello metrics\\n'", "false", "echo two; echo lines"} {
 		r, err := sc.Exec(ctx, s.ID, wire.Exec{Command: cmd})
 		if err != nil || r.Status != wire.StatusExited {
 			t.Fatalf("exec %q: %+v, %v", cmd, r, err)
 		}
-		outBytes += r.OffsetEnd - r.OffsetStart
+		cmdBytes += r.OffsetEnd - r.OffsetStart
 	}
+	// Commands and output are counted as the follower of limbsd's journal
+	// ingests them, a moment after the answers: once all three ended are
+	// in the log, the output counted is the output events' bytes.
+	var outBytes int64
+	testbin.Eventually(t, "the three commands counted from the event log", time.Minute, func() bool {
+		fams, _ := scrape(t, ts.URL, "tok")
+		n, _ := sample(fams, "limbs_commands_total", "status", "exited")
+		if n < 3 {
+			return false
+		}
+		outBytes = outputBytes(t, c, sb.ID)
+		got, _ := sample(fams, "limbs_output_bytes_total")
+		return got == float64(outBytes)
+	})
 
 	if _, code := scrape(t, ts.URL, ""); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without the token: %d, want 401", code)
@@ -123,6 +156,9 @@ func TestServeMetrics(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics with the token: %d", code)
 	}
+	// The prompt after the last command may have been ingested since.
+	outBytes = outputBytes(t, c, sb.ID)
+	fams, _ = scrape(t, ts.URL, "tok")
 	for _, c := range []struct {
 		name   string
 		labels []string
@@ -139,8 +175,11 @@ func TestServeMetrics(t *testing.T) {
 			t.Errorf("%s%v = %v (present: %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
-	if outBytes < int64(len("hello metrics\n")) {
-		t.Errorf("the commands' output ranges add up to %d bytes", outBytes)
+	if outBytes < cmdBytes || cmdBytes < int64(len("hello metrics\n")) {
+		t.Errorf("the output events add up to %d bytes, the commands' output ranges to %d", outBytes, cmdBytes)
+	}
+	if got, ok := sample(fams, "limbs_event_log_lag_events", "sandbox", sb.ID); !ok || got != 0 {
+		t.Errorf("the event log's lag of %s = %v (present: %v), want 0", sb.ID, got, ok)
 	}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {

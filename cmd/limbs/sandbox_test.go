@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/journal"
 	"github.com/limbs-dev/limbs/internal/runtime"
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/shell"
@@ -37,6 +38,7 @@ type inProcessBox struct {
 	dir  string // the socket, state/
 	srv  *http.Server
 	mgr  *shell.Manager
+	jrn  *journal.Journal
 }
 
 func (p *inProcess) Name() string { return "inproc" }
@@ -70,8 +72,15 @@ func (p *inProcess) Dial(ctx context.Context, id string) (net.Conn, error) {
 }
 
 func (b *inProcessBox) start(t *testing.T) error {
-	m, err := shell.NewManager(context.Background(), shell.Options{StateDir: filepath.Join(b.dir, "state"), Workdir: t.TempDir()})
+	// A journal, as limbsd keeps: limbs serve follows it into its event
+	// log.
+	j, err := journal.Open(journal.Options{Dir: filepath.Join(b.dir, "state", "journal")})
 	if err != nil {
+		return err
+	}
+	m, err := shell.NewManager(context.Background(), shell.Options{StateDir: filepath.Join(b.dir, "state"), Workdir: t.TempDir(), Journal: j})
+	if err != nil {
+		j.Close()
 		return err
 	}
 	sock := filepath.Join(b.dir, "limbsd.sock")
@@ -79,10 +88,11 @@ func (b *inProcessBox) start(t *testing.T) error {
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		m.Close()
+		j.Close()
 		return err
 	}
-	b.mgr = m
-	b.srv = &http.Server{Handler: runtime.New(runtime.Options{Token: b.spec.Token, Manager: m})}
+	b.mgr, b.jrn = m, j
+	b.srv = &http.Server{Handler: runtime.New(runtime.Options{Token: b.spec.Token, Manager: m, Journal: j})}
 	go b.srv.Serve(ln)
 	return nil
 }
@@ -91,6 +101,7 @@ func (b *inProcessBox) stop() {
 	if b.srv != nil {
 		b.srv.Close()
 		b.mgr.Close()
+		b.jrn.Close()
 		b.srv = nil
 	}
 }

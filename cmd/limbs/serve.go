@@ -85,6 +85,7 @@ func runServe(ctx context.Context, args []string) int {
 	evMaxSize := fs.String("events-max-size", "1GiB", "most each sandbox's event log keeps on disk (its oldest events go first); 0: no bound")
 	evMaxAge := fs.Duration("events-max-age", eventlog.DefaultMaxAge, "oldest events each sandbox's event log keeps; 0: no bound")
 	evKeepDeleted := fs.Duration("events-keep-deleted", eventlog.DefaultKeepDeleted, "how long a deleted sandbox's event log stays readable (limbs events)")
+	evFollow := fs.Bool("events-follow", true, "follow each running sandbox's limbsd journal into the event log (commands, output, input, files); false keeps only limbs serve's own events")
 	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
 	if code, ok := parseFlagsOnly(fs, args, "serve"); !ok {
 		return code
@@ -143,6 +144,7 @@ func runServe(ctx context.Context, args []string) int {
 		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1], mcp: mcpFlags,
 		metricsPublic: *metricsPublic,
 		secrets:       secrets, eventsMaxSize: evSize, eventsMaxAge: ageBound, eventsKeepDeleted: *evKeepDeleted,
+		eventsFollow: *evFollow,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
 		return 1
@@ -164,6 +166,7 @@ type serveConfig struct {
 	secrets                                              *secret.Set
 	eventsMaxSize                                        int64 // -1: no bound
 	eventsMaxAge, eventsKeepDeleted                      time.Duration
+	eventsFollow                                         bool // follow limbsd's journals (--events-follow)
 }
 
 // rootsFlag collects repeated --workspace-root DIR, each an existing
@@ -257,6 +260,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		EventsMaxSize:     cfg.eventsMaxSize,
 		EventsMaxAge:      cfg.eventsMaxAge,
 		EventsKeepDeleted: cfg.eventsKeepDeleted,
+		NoEventFollow:     !cfg.eventsFollow,
 		Secrets:           cfg.secrets,
 	})
 	if err != nil {

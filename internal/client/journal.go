@@ -93,5 +93,13 @@ func (es *EventStream) Next() (wire.Event, error) {
 	return ev, nil
 }
 
+// Buffered reports whether a whole event line is already read from the
+// connection, so that Next returns it without waiting: a reader that
+// batches reads on while it is true.
+func (es *EventStream) Buffered() bool {
+	b, _ := es.br.Peek(es.br.Buffered())
+	return bytes.IndexByte(bytes.TrimLeft(b, " \t\r\n"), '\n') >= 0
+}
+
 // Close ends the stream.
 func (es *EventStream) Close() error { return es.body.Close() }

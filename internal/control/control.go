@@ -139,6 +139,10 @@ type Options struct {
 	EventsMaxSize     int64
 	EventsMaxAge      time.Duration
 	EventsKeepDeleted time.Duration
+	// NoEventFollow turns the followers of limbsd's journals off (limbs
+	// serve --events-follow=false): the log then holds the control
+	// plane's own events only.
+	NoEventFollow bool
 	// Secrets, when set, collects the sandboxes' secret values, so that
 	// the caller can mask them in what it writes too (limbs serve's log
 	// handler); the Plane masks them in its own log lines, events and
@@ -172,6 +176,15 @@ type Plane struct {
 	sandboxes map[string]*entry
 
 	pool *pool
+
+	// The followers of limbsd's journals (follow.go), by sandbox id; bg is
+	// their parent context, observer what they report to.
+	bg           context.Context
+	followMu     sync.Mutex
+	followers    map[string]*follower
+	followClosed bool
+	followWG     sync.WaitGroup
+	observer     atomic.Pointer[EventObserver]
 }
 
 // Server serves the Control plane part of the API over its Plane. It is an
@@ -182,8 +195,6 @@ type Server struct {
 	*Plane
 	token endpoint.Token
 	mux   *http.ServeMux
-	// results, when set, is told of forwarded command results (metrics.go).
-	results ResultObserver
 	// noCalls turns api.call events off (BenchmarkForwardOverhead's
 	// baseline).
 	noCalls atomic.Bool
@@ -247,6 +258,8 @@ func NewPlane(ctx context.Context, opts Options) (*Plane, error) {
 		secrets:   opts.Secrets,
 		cancel:    cancel,
 		sandboxes: map[string]*entry{},
+		bg:        bg,
+		followers: map[string]*follower{},
 	}
 	if err := s.openEvents(); err != nil {
 		cancel()
@@ -269,6 +282,7 @@ func NewPlane(ctx context.Context, opts Options) (*Plane, error) {
 	}
 	if err := s.reconcile(ctx, bg); err != nil {
 		cancel()
+		s.stopFollowers()
 		s.wg.Wait()
 		s.events.Close()
 		db.Close()
@@ -292,6 +306,7 @@ func (s *Plane) Instance() string { return s.db.Instance() }
 // running: the next Plane on the same state dir re-adopts them.
 func (s *Plane) Close() error {
 	s.cancel()
+	s.stopFollowers()
 	s.wg.Wait()
 	s.mu.Lock()
 	for _, e := range s.sandboxes {

@@ -380,7 +380,11 @@ func (s *Server) recordCall(w http.ResponseWriter, r *http.Request) {
 	cw := &callWriter{ResponseWriter: w, status: http.StatusOK}
 	start := time.Now()
 	var created string
-	s.serveMasked(cw, r.WithContext(context.WithValue(r.Context(), createdKey{}, &created)))
+	r2 := r.WithContext(context.WithValue(r.Context(), createdKey{}, &created))
+	s.serveMasked(cw, r2)
+	// The mux names the route it matched on the request it was handed:
+	// the metrics' Instrument reads it from the request it passed on.
+	r.Pattern = r2.Pattern
 	id := created
 	if ref != "" {
 		if e, err := s.lookup(ref); err == nil {

@@ -97,6 +97,7 @@ func (s *Plane) update(e *entry, change func(r *store.Record), evs ...wire.Event
 	s.mu.Lock()
 	e.rec = r
 	s.mu.Unlock()
+	s.followStatus(e, r.Status)
 	return r, nil
 }
 
@@ -155,6 +156,7 @@ func (s *Plane) forget(e *entry, reason string) error {
 	id := e.rec.ID
 	s.mu.Unlock()
 	e.closeIdle()
+	s.unfollow(id, true)
 	s.logEvents(id, newEvent(wire.EventSandboxDeleted, reason, ""))
 	s.markDeleted(id)
 	return s.db.Delete(id)

@@ -66,10 +66,6 @@ func (s *Server) forwarder(d *Daemon) *httputil.ReverseProxy {
 			// Without a pool every forwarded request allocates a 32 KiB copy
 			// buffer: most of the forwarding cost on the exec round trip.
 			BufferPool: copyBuffers,
-			ModifyResponse: func(resp *http.Response) error {
-				s.observeResult(d, resp)
-				return nil
-			},
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				s.unreachable(w, r, d, err)
 			},

@@ -82,7 +82,7 @@ func New(o Options) *Metrics {
 		}, []string{"status"}),
 		output: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "limbs_output_bytes_total",
-			Help: "Bytes of terminal output of commands.",
+			Help: "Bytes of terminal output of the sandboxes' sessions, as limbs serve's event log records them.",
 		}),
 		lagSeq: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "limbs_event_log_lag_events",
@@ -146,32 +146,6 @@ func (m *Metrics) Output(n int64) {
 	}
 }
 
-// CommandResult counts what a result that the control plane forwarded
-// (exec, wait, input, interrupt) says: the output its range adds to what
-// earlier results of the same command covered, and the command's end.
-// It is the count until the event log reports commands and output
-// itself (CommandFinished, Output); do not feed both.
-func (m *Metrics) CommandResult(sandbox string, r wire.Result) {
-	if r.CommandID == "" || r.OffsetEnd < r.OffsetStart || r.OffsetStart < 0 {
-		return
-	}
-	key := sandbox + "\x00" + r.CommandID
-	m.mu.Lock()
-	counted, ok := m.seen.offsets[key]
-	if !ok || counted < r.OffsetStart {
-		counted = r.OffsetStart
-	}
-	n := r.OffsetEnd - counted
-	if n > 0 {
-		m.seen.setOffset(key, r.OffsetEnd)
-	}
-	m.mu.Unlock()
-	m.Output(n)
-	if r.Status != wire.StatusRunning {
-		m.CommandFinished(sandbox, r.CommandID, r.Status, time.Duration(r.DurationMs)*time.Millisecond)
-	}
-}
-
 // EventLogLag sets how far limbs serve's log of sandbox is behind its
 // limbsd's journal: events not yet copied, and the age of the oldest of
 // them (0 when caught up). The follower of each sandbox calls it.
@@ -231,18 +205,16 @@ func isSandboxStatus(s string) bool {
 	return false
 }
 
-// commandSet remembers the last n commands seen: which ended, and how
-// much of each one's output was counted. It is bounded: a command
-// forgotten and reported again is counted again.
+// commandSet remembers the last n commands seen to end. It is bounded: a
+// command forgotten and reported again is counted again.
 type commandSet struct {
-	ended   map[string]bool
-	offsets map[string]int64
-	ring    []string
-	next    int
+	ended map[string]bool
+	ring  []string
+	next  int
 }
 
 func newCommandSet(n int) commandSet {
-	return commandSet{ended: map[string]bool{}, offsets: map[string]int64{}, ring: make([]string, n)}
+	return commandSet{ended: map[string]bool{}, ring: make([]string, n)}
 }
 
 // add marks key ended; false when it was already.
@@ -255,19 +227,13 @@ func (s *commandSet) add(key string) bool {
 	return true
 }
 
-func (s *commandSet) setOffset(key string, off int64) {
-	s.track(key)
-	s.offsets[key] = off
-}
-
 // track puts key in the ring, evicting the oldest key when it is new.
 func (s *commandSet) track(key string) {
-	if _, ok := s.offsets[key]; ok || s.ended[key] {
+	if s.ended[key] {
 		return
 	}
 	if old := s.ring[s.next]; old != "" {
 		delete(s.ended, old)
-		delete(s.offsets, old)
 	}
 	s.ring[s.next] = key
 	s.next = (s.next + 1) % len(s.ring)

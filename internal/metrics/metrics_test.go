@@ -83,16 +83,18 @@ func TestMetrics(t *testing.T) {
 			PoolWant:  map[string]int{"limbs/base:latest": 4},
 		}
 	}})
-	// A command yielded twice then ended, its end reported twice (wait
-	// and a second wait): counted once, its output once.
-	m.CommandResult("sb_a", wire.Result{CommandID: "c_1", Status: wire.StatusRunning, OffsetStart: 100, OffsetEnd: 150})
-	m.CommandResult("sb_a", wire.Result{CommandID: "c_1", Status: wire.StatusRunning, OffsetStart: 100, OffsetEnd: 180})
-	m.CommandResult("sb_a", wire.Result{CommandID: "c_1", Status: wire.StatusExited, ExitCode: exit(0), OffsetStart: 100, OffsetEnd: 200, DurationMs: 1500})
-	m.CommandResult("sb_a", wire.Result{CommandID: "c_1", Status: wire.StatusExited, ExitCode: exit(0), OffsetStart: 100, OffsetEnd: 200, DurationMs: 1500})
+	// A command's end reported twice (an ingest retried): counted once.
+	m.Output(50)
+	m.Output(30)
+	m.Output(20)
+	m.CommandFinished("sb_a", "c_1", wire.StatusExited, 1500*time.Millisecond)
+	m.CommandFinished("sb_a", "c_1", wire.StatusExited, 1500*time.Millisecond)
 	// The same command id in another sandbox is another command.
-	m.CommandResult("sb_b", wire.Result{CommandID: "c_1", Status: wire.StatusTimeout, OffsetStart: 0, OffsetEnd: 10, DurationMs: 30000})
+	m.Output(10)
+	m.CommandFinished("sb_b", "c_1", wire.StatusTimeout, 30*time.Second)
 	// A hostile limbsd's status names no new series.
-	m.CommandResult("sb_b", wire.Result{CommandID: "c_2", Status: "pwned\"}", OffsetStart: 10, OffsetEnd: 11})
+	m.Output(1)
+	m.CommandFinished("sb_b", "c_2", "pwned\"}", 0)
 	m.EventLogLag("sb_a", 7, 2*time.Second)
 	m.EventLogLag("sb_gone", 1, 0)
 	m.ForgetSandbox("sb_gone")
