@@ -68,11 +68,17 @@ func BenchmarkEvents(b *testing.B) {
 	}
 	for b.Loop() {
 		var t table
+		progress := func(what string) { fmt.Fprintf(os.Stderr, "bench-events: %s\n", what) }
+		progress("ingest")
 		benchIngest(b, &t)
+		progress("two limbs serve, with and without the follower")
 		with := startBenchServe(b, true)
 		without := startBenchServe(b, false)
+		progress("follow latency")
 		benchFollowLatency(b, &t, with, rounds)
+		progress("exec round trips")
 		benchExecRoundTrip(b, &t, with, without, rounds)
+		progress(fmt.Sprintf("serve's RSS over %d MiB of output", mib))
 		benchOutputRSS(b, &t, with, mib)
 		t.print(os.Stdout)
 	}
@@ -475,60 +481,155 @@ func loggedOutput(b *testing.B, s *benchServe) int64 {
 	return 0
 }
 
-// benchOutputRSS: serve's RSS while a command prints mib MiB that its
-// follower logs, at an eighth, a quarter, a half and the end.
+// benchOutputRSS: serve's RSS while a command prints mib MiB at full
+// speed and serve's follower logs it, read when the command has printed
+// an eighth, a quarter, a half and all of it, and once the log caught up;
+// then what of the output the log holds (a follower that falls behind
+// limbsd's journal by more than its output bound loses bytes, logged as
+// log.gap events).
 func benchOutputRSS(b *testing.B, t *table, s *benchServe, mib int) {
+	ctx := context.Background()
 	total := int64(mib) << 20
-	before := loggedOutput(b, s)
-	idle := procStatus(s.pid, "VmRSS")
-	yield := 0.5
-	r, err := s.c.Exec(context.Background(), s.session, wire.Exec{
-		Command:    fmt.Sprintf("yes 'the quick brown fox jumps over the lazy dog 0123456789 the quick brown fox' | head -c %d", total),
-		YieldAfter: &yield,
-	})
+	sess, err := s.limbsd.GetSession(ctx, s.session)
 	if err != nil {
 		b.Fatal(err)
 	}
+	base := sess.OutputOffset
+	before := loggedOutput(b, s)
+	idle := procStatus(s.pid, "VmRSS")
 	t0 := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		yield := 30.0
+		r, err := s.c.Exec(ctx, s.session, wire.Exec{
+			Command:    fmt.Sprintf("yes 'the quick brown fox jumps over the lazy dog 0123456789 the quick brown fox' | head -c %d", total),
+			YieldAfter: &yield,
+		})
+		for err == nil && r.Status == wire.StatusRunning {
+			r, err = s.c.Wait(ctx, s.session, wire.Wait{YieldAfter: &yield})
+		}
+		done <- err
+	}()
 	marks := []int64{total / 8, total / 4, total / 2, total}
-	rss := make([]float64, len(marks))
-	var at []time.Duration
+	type sample struct {
+		at            time.Duration
+		rss, logged   float64
+		printedAtMark int64
+	}
+	var samples []sample
+	var printed time.Duration
 	deadline := t0.Add(15 * time.Minute)
-	for next := 0; next < len(marks); {
+	next := 0
+	finished := false
+	prev := int64(-1)
+	for stable := 0; ; {
 		if time.Now().After(deadline) {
 			b.Fatalf("after %s limbs serve has logged %d of %d bytes of output", time.Since(t0), loggedOutput(b, s)-before, total)
 		}
 		time.Sleep(50 * time.Millisecond)
-		got := loggedOutput(b, s) - before
-		for next < len(marks) && got >= marks[next] {
-			rss[next] = procStatus(s.pid, "VmRSS")
-			at = append(at, time.Since(t0))
-			next++
+		if !finished {
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Fatalf("the command printing %d MiB: %v", mib, err)
+				}
+				finished, printed = true, time.Since(t0)
+			default:
+			}
 		}
-	}
-	took := time.Since(t0)
-	peak := procStatus(s.pid, "VmHWM")
-	for wyield := 30.0; r.Status == wire.StatusRunning; {
-		if r, err = s.c.Wait(context.Background(), s.session, wire.Wait{YieldAfter: &wyield}); err != nil {
+		sess, err := s.limbsd.GetSession(ctx, s.session)
+		if err != nil {
 			b.Fatal(err)
 		}
-	}
-	for i, m := range marks {
-		t.add(fmt.Sprintf("serve RSS after %d MiB of output logged (%.0f s)", m>>20, at[i].Seconds()), fmt.Sprintf("%.1f MiB", rss[i]),
-			fmt.Sprintf("%.1f MiB (idle, before the command)", idle), fmt.Sprintf("%.2f", rss[i]/idle), "flat")
-	}
-	t.add("serve peak RSS (VmHWM) over the whole run", fmt.Sprintf("%.1f MiB", peak), "", "", "flat")
-	t.add("output logged through the follower", fmt.Sprintf("%.1f MiB/s", float64(total)/(1<<20)/took.Seconds()), "", "", "")
-	segs, _ := filepath.Glob(filepath.Join(s.dir, "events", s.id, "*.jsonl"))
-	var disk int64
-	for _, p := range segs {
-		if fi, err := os.Stat(p); err == nil {
-			disk += fi.Size()
+		for next < len(marks) && sess.OutputOffset-base >= marks[next] {
+			samples = append(samples, sample{time.Since(t0), procStatus(s.pid, "VmRSS"), float64(loggedOutput(b, s)-before) / (1 << 20), marks[next]})
+			next++
+		}
+		if !finished || next < len(marks) {
+			continue
+		}
+		// The command ended: wait until the log stops growing.
+		if got := loggedOutput(b, s); got == prev {
+			stable++
+		} else {
+			stable, prev = 0, got
+		}
+		if stable >= 20 { // a second without growth
+			break
 		}
 	}
-	t.add("the sandbox's event log on disk", fmt.Sprintf("%.1f MiB", float64(disk)/(1<<20)), fmt.Sprintf("%d MiB of output", mib),
-		fmt.Sprintf("%.2f", float64(disk)/float64(total)), "~1.33 (base64)")
+	caught := time.Since(t0) - time.Second
+	end := procStatus(s.pid, "VmRSS")
+	peak := procStatus(s.pid, "VmHWM")
+	for _, sm := range samples {
+		t.add(fmt.Sprintf("serve RSS when %d MiB printed (%.0f s, %.0f MiB logged)", sm.printedAtMark>>20, sm.at.Seconds(), sm.logged), fmt.Sprintf("%.1f MiB", sm.rss),
+			fmt.Sprintf("%.1f MiB (idle, before the command)", idle), fmt.Sprintf("%.2f", sm.rss/idle), "flat")
+	}
+	t.add(fmt.Sprintf("serve RSS once the log caught up (%.0f s)", caught.Seconds()), fmt.Sprintf("%.1f MiB", end), fmt.Sprintf("%.1f MiB (idle)", idle), fmt.Sprintf("%.2f", end/idle), "flat")
+	t.add("serve peak RSS (VmHWM) over the whole run", fmt.Sprintf("%.1f MiB", peak), "", "", "flat")
+
+	logged, lost, gaps := scanOutput(b, s, base)
+	t.add(fmt.Sprintf("output in serve's log (printed in %.0f s, logged at %.1f MiB/s)", printed.Seconds(), float64(logged)/(1<<20)/caught.Seconds()),
+		fmt.Sprintf("%.1f MiB", float64(logged)/(1<<20)), fmt.Sprintf("%d MiB printed", mib), fmt.Sprintf("%.3f", float64(logged)/float64(total)), "1.000")
+	t.add("output lost by the follower (log.gap events)", fmt.Sprintf("%.1f MiB", float64(lost)/(1<<20)), fmt.Sprintf("%d log.gap events", gaps), "", "0")
 	if mib < 1024 {
 		t.add(fmt.Sprintf("(%d MiB: LIMBS_BENCH_EVENTS_MIB=1024 for the full GiB)", mib), "", "", "", "")
 	}
+}
+
+// scanOutput reads the sandbox's log on disk: the output bytes it holds
+// from offset base on and those missing between its output events, and
+// its log.gap events.
+func scanOutput(b *testing.B, s *benchServe, base int64) (logged, lost int64, gaps int) {
+	segs, err := filepath.Glob(filepath.Join(s.dir, "events", s.id, "*.jsonl"))
+	if err != nil || len(segs) == 0 {
+		b.Fatalf("no segment of %s's log in %s: %v", s.id, s.dir, err)
+	}
+	slices.Sort(segs)
+	end := int64(-1)
+	for _, p := range segs {
+		f, err := os.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 4<<20)
+		for sc.Scan() {
+			var ev struct {
+				Type string `json:"type"`
+				Data struct {
+					Offset int64  `json:"offset"`
+					Size   int64  `json:"size"`
+					Bytes  []byte `json:"bytes"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				b.Fatalf("%s: %v", p, err)
+			}
+			switch ev.Type {
+			case string(wire.EventGap):
+				gaps++
+			case string(wire.EventOutput):
+				off, n := ev.Data.Offset, int64(len(ev.Data.Bytes))
+				if off+ev.Data.Size <= base {
+					end = off + ev.Data.Size
+					continue
+				}
+				if off < base { // the command's output starts in this event
+					n -= base - off
+					off = base
+				}
+				if end >= 0 && off > end {
+					lost += off - max(end, base)
+				}
+				end = ev.Data.Offset + ev.Data.Size
+				logged += n
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			b.Fatalf("%s: %v", p, err)
+		}
+	}
+	return logged, lost, gaps
 }
