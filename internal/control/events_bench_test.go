@@ -568,10 +568,17 @@ func benchOutputRSS(b *testing.B, t *table, s *benchServe, mib int) {
 	t.add(fmt.Sprintf("serve RSS once the log caught up (%.0f s)", caught.Seconds()), fmt.Sprintf("%.1f MiB", end), fmt.Sprintf("%.1f MiB (idle)", idle), fmt.Sprintf("%.2f", end/idle), "flat")
 	t.add("serve peak RSS (VmHWM) over the whole run", fmt.Sprintf("%.1f MiB", peak), "", "", "flat")
 
-	logged, lost, gaps := scanOutput(b, s, base)
+	logged, lost, dup, gaps := scanOutput(b, s, base)
+	// The terminal's bytes: the PTY turns each \n into \r\n.
+	sess, err = s.limbsd.GetSession(ctx, s.session)
+	if err != nil {
+		b.Fatal(err)
+	}
+	term := sess.OutputOffset - base
 	t.add(fmt.Sprintf("output in serve's log (printed in %.0f s, logged at %.1f MiB/s)", printed.Seconds(), float64(logged)/(1<<20)/caught.Seconds()),
-		fmt.Sprintf("%.1f MiB", float64(logged)/(1<<20)), fmt.Sprintf("%d MiB printed", mib), fmt.Sprintf("%.3f", float64(logged)/float64(total)), "1.000")
+		fmt.Sprintf("%.1f MiB", float64(logged)/(1<<20)), fmt.Sprintf("%.1f MiB on the terminal (\\n as \\r\\n)", float64(term)/(1<<20)), fmt.Sprintf("%.3f", float64(logged)/float64(term)), "1.000")
 	t.add("output lost by the follower (log.gap events)", fmt.Sprintf("%.1f MiB", float64(lost)/(1<<20)), fmt.Sprintf("%d log.gap events", gaps), "", "0")
+	t.add("output logged twice (an event's bytes before the end of the last)", fmt.Sprintf("%.1f MiB", float64(dup)/(1<<20)), "", "", "0")
 	if mib < 1024 {
 		t.add(fmt.Sprintf("(%d MiB: LIMBS_BENCH_EVENTS_MIB=1024 for the full GiB)", mib), "", "", "", "")
 	}
@@ -580,7 +587,7 @@ func benchOutputRSS(b *testing.B, t *table, s *benchServe, mib int) {
 // scanOutput reads the sandbox's log on disk: the output bytes it holds
 // from offset base on and those missing between its output events, and
 // its log.gap events.
-func scanOutput(b *testing.B, s *benchServe, base int64) (logged, lost int64, gaps int) {
+func scanOutput(b *testing.B, s *benchServe, base int64) (logged, lost, dup int64, gaps int) {
 	segs, err := filepath.Glob(filepath.Join(s.dir, "events", s.id, "*.jsonl"))
 	if err != nil || len(segs) == 0 {
 		b.Fatalf("no segment of %s's log in %s: %v", s.id, s.dir, err)
@@ -622,6 +629,9 @@ func scanOutput(b *testing.B, s *benchServe, base int64) (logged, lost int64, ga
 				if end >= 0 && off > end {
 					lost += off - max(end, base)
 				}
+				if end >= 0 && off < end { // bytes logged twice
+					dup += min(end, off+n) - off
+				}
 				end = ev.Data.Offset + ev.Data.Size
 				logged += n
 			}
@@ -631,5 +641,5 @@ func scanOutput(b *testing.B, s *benchServe, base int64) (logged, lost int64, ga
 			b.Fatalf("%s: %v", p, err)
 		}
 	}
-	return logged, lost, gaps
+	return logged, lost, dup, gaps
 }
