@@ -5,14 +5,19 @@ FUZZTIME ?= 10000x
 # FuzzHookChanges runs real commands in a real bash for each input (about
 # 12 inputs a second here): it gets a count of its own.
 HOOKFUZZTIME ?= 300x
+# bench-events: MiB of output logged while serve's RSS is read (1 GiB takes
+# about 70 s on a 2-core machine), and commands of its latency cases.
+EVENTS_MIB ?= 1024
+EVENTS_ROUNDS ?= 300
 
-.PHONY: help build test test-short fuzz bench vet lint clean
+.PHONY: help build test test-short fuzz bench bench-events vet lint clean
 
 help:
 	@echo "make build       bin/limbs and a static bin/limbsd"
 	@echo "make test        every test, with the race detector (Docker tests skip without an engine)"
 	@echo "make fuzz        each fuzz target for FUZZTIME ($(FUZZTIME): a count of inputs, so that no deadline can cut an input short), corpus in testdata/fuzz"
-	@echo "make bench       the benchmarks against their baselines: round trip and throughput vs a raw PTY, sandboxes vs docker run/exec"
+	@echo "make bench       the benchmarks against their baselines: round trip and throughput vs a raw PTY, sandboxes vs docker run/exec, bench-events"
+	@echo "make bench-events the event log in one table: ingest/s, follow latency, exec with and without the log, serve's RSS over EVENTS_MIB ($(EVENTS_MIB)) MiB of output"
 	@echo "make vet         gofmt, go vet and staticcheck"
 
 build:
@@ -40,6 +45,12 @@ bench: build
 	$(GO) test -run '^$$' -bench RoundTrip -benchtime 2000x ./internal/bench
 	$(GO) test -run '^$$' -bench Throughput -benchtime 10x ./internal/bench
 	$(GO) test -run '^$$' -bench DockerSandboxes -benchtime 20x ./internal/control
+	$(MAKE) --no-print-directory bench-events
+
+# Acceptance 5 of the events issue: one table (internal/control/events_bench_test.go).
+bench-events: build
+	LIMBS_BENCH_EVENTS_MIB=$(EVENTS_MIB) LIMBS_BENCH_EVENTS_ROUNDS=$(EVENTS_ROUNDS) \
+		$(GO) test -run '^$$' -bench '^BenchmarkEvents$$' -benchtime 1x -timeout 30m ./internal/control
 
 vet:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"
