@@ -564,6 +564,15 @@ func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error
 			continue
 		}
 		var od *wire.OutputData
+		if ev.Type == wire.EventOutput && len(ev.Data) > maxMergeData {
+			// Too big to merge with much: spliced in as it came (the
+			// follower's decoder checked it is JSON), not decoded and
+			// encoded again, which was most of the cost of a flood.
+			lines = append(lines, line{Event: ev, dataOK: bytes.IndexByte(ev.Data, '\n') < 0})
+			upSeqs = append(upSeqs, ev.Seq)
+			outs = append(outs, nil)
+			continue
+		}
 		if ev.Type == wire.EventOutput {
 			od = new(wire.OutputData)
 			if json.Unmarshal(ev.Data, od) != nil || int64(len(od.Bytes)) != od.Size {
@@ -611,6 +620,10 @@ const maxCoalesce = 64 << 10
 // coalesce merges ev (its output data b) into prev (a) when both are
 // output of one session with contiguous bytes; prev's Data is encoded
 // again by the caller.
+// maxMergeData is the largest data of an output event Ingest decodes to
+// merge it with its neighbours: half a merged chunk, in base64 and JSON.
+const maxMergeData = maxCoalesce/2*4/3 + 128
+
 func coalesce(prev *wire.Event, a *wire.OutputData, ev wire.Event, b *wire.OutputData) bool {
 	if a == nil || b == nil || prev.Session != ev.Session || prev.Command != ev.Command {
 		return false

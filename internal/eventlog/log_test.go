@@ -409,3 +409,48 @@ func TestUpstreamAcrossSegments(t *testing.T) {
 		t.Errorf("Upstream = %+v, %v; want j_9 20", up, err)
 	}
 }
+
+// TestIngestLargeOutput: output events too big to merge are kept as they
+// came, byte for byte, and one whose data spans lines (a limbsd may send
+// any valid JSON) is still one line of the log; a secret in one is masked.
+func TestIngestLargeOutput(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, Options{})
+	defer l.Close()
+	const sec = "s3cr3t-in-a-flood"
+	l.SetSecrets("sb_big", []string{sec})
+	big := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
+	withSecret := append(append([]byte{}, big[:1000]...), sec...)
+	multi := []byte("{\n\"offset\": " + strconv.Itoa(2*len(big)) + ",\n\"size\": 5,\n\"bytes\": \"aGVsbG8=\"\n}")
+	multi = append(multi[:len(multi)-1], bytes.Repeat([]byte(" "), maxMergeData)...)
+	multi = append(multi, '}')
+	evs := []wire.Event{
+		{Seq: 1, Type: wire.EventOutput, Session: "s_1", Data: data(wire.OutputData{Offset: 0, Size: int64(len(big)), Bytes: big})},
+		{Seq: 2, Type: wire.EventOutput, Session: "s_1", Data: data(wire.OutputData{Offset: int64(len(big)), Size: int64(len(withSecret)), Bytes: withSecret})},
+		{Seq: 3, Type: wire.EventOutput, Session: "s_1", Data: multi},
+		{Seq: 4, Type: wire.EventCommandFinished, Session: "s_1"},
+	}
+	if len(evs[0].Data) <= maxMergeData || len(multi) <= maxMergeData {
+		t.Fatalf("the events are not big enough to test the path: %d, %d", len(evs[0].Data), len(multi))
+	}
+	if _, err := l.Ingest("sb_big", "j", evs...); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, l, "sb_big", 0, nil)
+	if len(got) != 4 {
+		t.Fatalf("read %d events, want 4", len(got))
+	}
+	var od wire.OutputData
+	if err := json.Unmarshal(got[0].Data, &od); err != nil || !bytes.Equal(od.Bytes, big) {
+		t.Errorf("the 64 KiB output came back changed (%v)", err)
+	}
+	if err := json.Unmarshal(got[1].Data, &od); err != nil || bytes.Contains(od.Bytes, []byte(sec)) || len(od.Bytes) == 0 {
+		t.Errorf("a large output event holds the secret, or is lost (%v)", err)
+	}
+	if err := json.Unmarshal(got[2].Data, &od); err != nil || string(od.Bytes) != "hello" {
+		t.Errorf("the multi-line data came back as %q (%v)", got[2].Data, err)
+	}
+	if got[3].Type != wire.EventCommandFinished {
+		t.Errorf("the event after the multi-line one is %s: the log's lines broke", got[3].Type)
+	}
+}
