@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/tool"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -50,7 +50,8 @@ var pathRE = regexp.MustCompile(`^/v1/sandboxes/([^/]+)/mcp$`)
 // Handler serves MCP over streamable HTTP at /v1/sandboxes/{id}/mcp,
 // one endpoint per sandbox, each MCP session with its own Shell.
 type Handler struct {
-	opts HTTPOptions
+	opts  HTTPOptions
+	token endpoint.Token // the one bearer check of limbsd and limbs serve
 
 	mu       sync.Mutex                            // guards handlers and autos
 	handlers map[string]*sdk.StreamableHTTPHandler // by sandbox, as the URL names it
@@ -75,7 +76,7 @@ func NewHTTPHandler(opts HTTPOptions) (*Handler, error) {
 	if opts.Server.Logger == nil {
 		opts.Server.Logger = opts.Logger
 	}
-	return &Handler{opts: opts, handlers: map[string]*sdk.StreamableHTTPHandler{}, autos: map[*autoSession]bool{}}, nil
+	return &Handler{opts: opts, token: endpoint.NewToken(opts.Token), handlers: map[string]*sdk.StreamableHTTPHandler{}, autos: map[*autoSession]bool{}}, nil
 }
 
 // Match reports whether r is for an MCP endpoint, and which sandbox's:
@@ -129,8 +130,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("origin %q may not use this MCP endpoint; start limbs serve with --mcp-origin %s to allow it", r.Header.Get("Origin"), r.Header.Get("Origin")), http.StatusForbidden)
 		return
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.Token)) != 1 {
+	if !h.token.Check(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="limbs"`)
 		wire.WriteError(w, fmt.Errorf("missing or wrong bearer token: send Authorization: Bearer TOKEN (the token `limbs serve` printed or wrote to its state dir): %w", wire.ErrUnauthorized))
 		return
