@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode"
 )
 
 // Observer receives a run as it happens: the hook a terminal printer, an
@@ -98,10 +99,10 @@ type Printer struct {
 	// MaxObservation is the most bytes of an observation printed; 0: 4000.
 	MaxObservation int
 
-	mu       sync.Mutex // guards the fields below
-	step     int
-	midLine  bool // the last text printed did not end a line
-	announce bool
+	mu      sync.Mutex // guards the fields below
+	step    int
+	midLine bool   // the last text printed did not end a line
+	last    string // the id of the call printed last
 }
 
 func (p *Printer) printf(format string, a ...any) {
@@ -109,7 +110,34 @@ func (p *Printer) printf(format string, a ...any) {
 		fmt.Fprintln(p.W)
 		p.midLine = false
 	}
-	fmt.Fprintf(p.W, format, a...)
+	fmt.Fprint(p.W, printable(fmt.Sprintf(format, a...)))
+}
+
+// printable escapes what would act on a terminal instead of showing:
+// control characters but newline and tab, DEL, the C1 controls and the
+// format characters (bidi overrides, zero-width). The model's text and
+// every observation are written by the sandbox or the model server, and
+// the host trusts neither.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || unicode.Is(unicode.Cf, r)) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || unicode.Is(unicode.Cf, r)) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (p *Printer) header(step int) {
@@ -129,7 +157,7 @@ func (p *Printer) TextDelta(step int, t string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.header(step)
-	fmt.Fprint(p.W, t)
+	fmt.Fprint(p.W, printable(t))
 	p.midLine = !strings.HasSuffix(t, "\n")
 }
 
@@ -141,6 +169,7 @@ func (p *Printer) ToolCall(step int, c ToolCall) {
 	defer p.mu.Unlock()
 	p.header(step)
 	p.printf("$ %s %s\n", c.Name, oneLine(clip(c.Arguments, 2000)))
+	p.last = c.ID
 }
 
 func (p *Printer) Observation(step int, c ToolCall, o Observation) {
@@ -154,6 +183,11 @@ func (p *Printer) Observation(step int, c ToolCall, o Observation) {
 	if len(text) > max {
 		text = clip(text, max) + fmt.Sprintf("\n[... %d more bytes, given to the model but not printed here]", len(o.Text)-max)
 	}
+	if c.ID != p.last {
+		// Several calls were announced: say whose result this is.
+		p.printf("-> %s %s\n", c.Name, oneLine(clip(c.Arguments, 100)))
+	}
+	p.last = ""
 	if o.IsError {
 		p.printf("(%s, an error for the model:)\n", c.Name)
 	}
@@ -209,7 +243,7 @@ func (a *Ask) Approve(ctx context.Context, c ToolCall) (bool, string, error) {
 	if a.br == nil {
 		a.br = bufio.NewReader(a.In)
 	}
-	fmt.Fprintf(a.Out, "run %s %s? [y/N, or n and a reason] ", c.Name, oneLine(clip(c.Arguments, 2000)))
+	fmt.Fprint(a.Out, printable(fmt.Sprintf("run %s %s? [y/N, or n and a reason] ", c.Name, oneLine(clip(c.Arguments, 2000)))))
 	ch := a.pending
 	if ch == nil {
 		ch = make(chan askLine, 1)
