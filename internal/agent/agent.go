@@ -98,6 +98,9 @@ type Retry struct {
 	Base time.Duration
 	// MaxWait caps one wait, a Retry-After included; 0: 2 min.
 	MaxWait time.Duration
+	// Timeout bounds one request, its whole stream included (a server
+	// that stops sending is retried); 0: 10 min.
+	Timeout time.Duration
 }
 
 // Config configures Run.
@@ -229,6 +232,9 @@ func newRun(cfg Config) (*run, error) {
 	}
 	if cfg.Retry.MaxWait <= 0 {
 		cfg.Retry.MaxWait = 2 * time.Minute
+	}
+	if cfg.Retry.Timeout <= 0 {
+		cfg.Retry.Timeout = 10 * time.Minute
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep

@@ -34,7 +34,13 @@ func (r *run) ask(ctx, parent context.Context) (turn, *Result) {
 	for attempt := 1; ; attempt++ {
 		info := RequestInfo{Step: r.steps, Attempt: attempt, Model: r.cfg.Model, Host: r.model.host, Messages: len(r.msgs), Chars: r.chars(), Tools: len(r.cfg.Tools)}
 		r.cfg.Observer.Request(info)
-		t, err := r.model.stream(ctx, r.model.params(r.cfg.Model, r.msgs), func(s string) { r.cfg.Observer.TextDelta(r.steps, s) })
+		actx, cancel := context.WithTimeout(ctx, r.cfg.Retry.Timeout)
+		t, err := r.model.stream(actx, r.model.params(r.cfg.Model, r.msgs), func(s string) { r.cfg.Observer.TextDelta(r.steps, s) })
+		timedOut := actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if timedOut && err != nil {
+			err = fmt.Errorf("the request took longer than %s: %w", r.cfg.Retry.Timeout, errCut)
+		}
 		if err == nil {
 			r.usage.PromptTokens += t.usage.PromptTokens
 			r.usage.CompletionTokens += t.usage.CompletionTokens
