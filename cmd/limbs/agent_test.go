@@ -227,3 +227,50 @@ func TestAgentFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentCtrlC: SIGINT (Ctrl-C) during a command interrupts it, ends
+// the run with exit code 130, and removes the --image sandbox.
+func TestAgentCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs limbs serve")
+	}
+	addr, _ := realServe(t)
+	script := filepath.Join(t.TempDir(), "sleep.json")
+	if err := os.WriteFile(script, []byte(`{"turns": [{"calls": [{"name": "shell_run", "arguments": {"command": "sleep 600", "yield": 600}}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testbin.Path(t, "limbs", false), "agent", "sleep", "--fake-model", script,
+		"--addr", addr, "--token", "tok", "--image", localImage)
+	var out testbin.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	testbin.Eventually(t, "the agent runs its command", time.Minute, func() bool {
+		if len(sandboxesOf(t, addr)) != 1 || !strings.Contains(out.String(), "$ shell_run") {
+			return false
+		}
+		c, err := client.New(addr, "tok", "")
+		if err != nil {
+			return false
+		}
+		ss, err := c.Sandbox(sandboxesOf(t, addr)[0].ID).ListSessions(context.Background())
+		return err == nil && len(ss) == 1 && ss[0].State == wire.StateRunning
+	})
+	_ = cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("limbs agent did not end on SIGINT:\n%s", out.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted || !strings.Contains(out.String(), "stopped (cancelled)") {
+		t.Errorf("exit code %d, want %d:\n%s", code, exitInterrupted, out.String())
+	}
+	if n := len(sandboxesOf(t, addr)); n != 0 {
+		t.Errorf("%d sandboxes left after Ctrl-C, want 0", n)
+	}
+}

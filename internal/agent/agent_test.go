@@ -45,23 +45,6 @@ func (e *env) tools(t *testing.T, profile string) []tool.Spec {
 	return s
 }
 
-// exec runs a command in a session of its own and returns its output.
-func (e *env) exec(t *testing.T, command string) wire.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := e.cl.CreateSession(ctx, wire.CreateSession{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.cl.DeleteSession(context.Background(), s.ID)
-	r, err := e.cl.Exec(ctx, s.ID, wire.Exec{Command: command})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // recorder is an Observer that keeps what it saw.
 type recorder struct {
 	agent.Nop
