@@ -266,3 +266,21 @@ func TestApproveAsk(t *testing.T) {
 		t.Errorf("the questions asked: %q", out.String())
 	}
 }
+
+// TestSmallWindowServer: a server whose window is smaller than the
+// loop's own budget refuses the request; the loop shortens the old
+// observation until it fits, and goes on.
+func TestSmallWindowServer(t *testing.T) {
+	e := newEnv(t)
+	res, srv, _, _ := runScript(t, e, fakellm.Script{MaxContextChars: 10000, Turns: []fakellm.Turn{
+		{Calls: []fakellm.Call{call("one", "shell_run", map[string]string{"command": "seq 1 1500"})}},
+		{Calls: []fakellm.Call{call("two", "shell_run", map[string]string{"command": "seq 1 1500"})}},
+		finish("done"),
+	}}, nil)
+	wantFinished(t, res)
+	wantAnswers(t, srv, "turn 1", "turn 2", "context_length", "turn 3")
+	last := srv.Requests()[3]
+	if one, two := toolMsg(last, "one"), toolMsg(last, "two"); !strings.Contains(one, "command c_1") || strings.Contains(one, "\n750\n") || !strings.Contains(two, "\n750\n") {
+		t.Errorf("want the old observation shortened and the newest whole:\n%s\n---\n%d bytes", one, len(two))
+	}
+}
