@@ -132,6 +132,11 @@ func runMCP(ctx context.Context, args []string) int {
 // mcpSandbox creates a sandbox of image through limbs serve and returns
 // its id and the func that removes it.
 func mcpSandbox(ctx context.Context, cn *conn, image string) (string, func(), error) {
+	return newSandbox(ctx, cn, image, "limbs mcp")
+}
+
+// newSandbox is mcpSandbox for the verb prog (its messages' prefix).
+func newSandbox(ctx context.Context, cn *conn, image, prog string) (string, func(), error) {
 	addr := cn.addr
 	if addr == "" {
 		addr = defaultControlAddr
@@ -146,14 +151,14 @@ func mcpSandbox(ctx context.Context, cn *conn, image string) (string, func(), er
 		return "", nil, fmt.Errorf("creating a sandbox of %s: %w", image, err)
 	}
 	if sb.Message != "" {
-		fmt.Fprintf(os.Stderr, "limbs mcp: warning: %s\n", safe(sb.Message))
+		fmt.Fprintf(os.Stderr, "%s: warning: %s\n", prog, safe(sb.Message))
 	}
 	cn.addr, cn.token = addr, c.Client().Token()
 	remove := func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		if err := c.Remove(rctx, sb.ID); err != nil && !errors.Is(err, wire.ErrNotFound) {
-			fmt.Fprintf(os.Stderr, "limbs mcp: removing sandbox %s: %s; remove it with 'limbs sandbox rm %s'\n", safe(sb.ID), safeErr(err), safe(sb.ID))
+			fmt.Fprintf(os.Stderr, "%s: removing sandbox %s: %s; remove it with 'limbs sandbox rm %s'\n", prog, safe(sb.ID), safeErr(err), safe(sb.ID))
 		}
 	}
 	return sb.ID, remove, nil
