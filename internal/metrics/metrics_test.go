@@ -73,8 +73,6 @@ next:
 	return 0, false
 }
 
-func exit(n int) *int { return &n }
-
 func TestMetrics(t *testing.T) {
 	m := New(Options{State: func() State {
 		return State{
