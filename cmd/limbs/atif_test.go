@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,7 +57,24 @@ func TestAgentTrajectoryThroughServe(t *testing.T) {
 		t.Skip("runs limbs serve and limbs agent")
 	}
 	addr, _ := realServe(t)
-	sb := createSandbox(t, addr, wire.CreateSandbox{Image: localImage})
+	agentTrajectory(t, addr, wire.CreateSandbox{Image: localImage})
+}
+
+// TestAgentTrajectoryInDocker is TestAgentTrajectoryThroughServe in a
+// Docker sandbox.
+func TestAgentTrajectoryInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs limbs serve and Docker")
+	}
+	if err := exec.Command("docker", "image", "inspect", "limbs/base:latest").Run(); err != nil {
+		testbin.NoDocker(t, "no Docker engine or no limbs/base:latest image")
+	}
+	addr, _ := realServe(t, "--provider", "docker")
+	agentTrajectory(t, addr, wire.CreateSandbox{Image: "limbs/base:latest"})
+}
+
+func agentTrajectory(t *testing.T, addr string, create wire.CreateSandbox) {
+	sb := createSandbox(t, addr, create)
 	c, err := client.New(addr, "tok", "")
 	if err != nil {
 		t.Fatal(err)
