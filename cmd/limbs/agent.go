@@ -64,6 +64,7 @@ type agentFlags struct {
 	prices        agent.Prices
 	contextTokens int
 	logLevel      string
+	record        string // agentrecord.go
 }
 
 func parseAgentFlags(args []string) (*agentFlags, string, int, bool) {
@@ -92,6 +93,7 @@ func parseAgentFlags(args []string) (*agentFlags, string, int, bool) {
 	fs.Float64Var(&f.prices.Output, "price-output", 0, "price of a million completion tokens")
 	fs.IntVar(&f.contextTokens, "context-tokens", 100_000, "the context window to keep the conversation in (old observations are shortened first)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr)")
+	fs.StringVar(&f.record, "record", "", "also write the run's agent.* events to this file as JSON lines (with --addr, the only record of the run)")
 	// The task may come before or after the flags.
 	var task []string
 	for {
@@ -230,6 +232,15 @@ func runAgent(ctx context.Context, args []string) int {
 		Limits: f.limits, Prices: f.prices, ContextTokens: f.contextTokens,
 		Observer: &agent.Printer{W: out}, Logger: log,
 	}
+	rec, closeRec, err := agentRecorder(f, cl, session, task, system, key, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "limbs agent: %v\n", err)
+		return 2
+	}
+	if rec != nil {
+		cfg.Observer = agent.Observers{cfg.Observer, rec}
+	}
+	defer closeRec()
 	if f.approve == "ask" {
 		cfg.Approve = &agent.Ask{In: os.Stdin, Out: os.Stderr}
 	}

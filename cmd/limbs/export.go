@@ -61,7 +61,8 @@ func runExport(ctx context.Context, args []string) int {
 	cc := controlFlags(fs)
 	var o cast.Options
 	fs.StringVar(&o.Session, "session", "", "session id or name (default: the sandbox's first session; with --format jsonl: all events)")
-	format := fs.String("format", "asciicast", "asciicast or jsonl (the events as limbs serve logged them, output bytes included)")
+	format := fs.String("format", "asciicast", "asciicast, jsonl (the events as limbs serve logged them, output bytes included) or atif (the run of limbs agent as an ATIF v1.7 trajectory)")
+	run := fs.String("run", "", "atif: the run of limbs agent (its session name, agent-...; default: the last run in the log)")
 	version := fs.Int("asciicast-version", 2, "2 (asciinema 2, asciinema-player) or 3 (asciinema 3)")
 	out := fs.String("o", "", "write to this file (default: standard output)")
 	fs.BoolVar(&o.Input, "input", false, "asciicast: add what was typed as \"i\" events (masked input stays masked)")
@@ -81,14 +82,17 @@ flags:
 		fs.PrintDefaults()
 	}
 	sandbox, err := parseWithOne(fs, args, "the sandbox (its id or name)")
-	if err == nil && *format != "asciicast" && *format != "jsonl" {
-		err = usageError{fmt.Sprintf("--format %q: use asciicast or jsonl", *format)}
+	if err == nil && *format != "asciicast" && *format != "jsonl" && *format != "atif" {
+		err = usageError{fmt.Sprintf("--format %q: use asciicast, jsonl or atif", *format)}
 	}
 	if err == nil && *version != 2 && *version != 3 {
 		err = usageError{fmt.Sprintf("--asciicast-version %d: use 2 or 3", *version)}
 	}
 	if err != nil {
 		return exitCode("export", err)
+	}
+	if *format == "atif" {
+		return exitCode("export", exportATIF(ctx, cc, sandbox, *run, *out))
 	}
 	return exitCode("export", export(ctx, cc, sandbox, o, *format, *version, *out, cast.WriteOptions{Title: *title, IdleLimit: *idle}))
 }

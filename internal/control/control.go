@@ -328,6 +328,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/sandboxes/{id}/stop", s.handleStop)
 	m.HandleFunc("POST /v1/sandboxes/{id}/start", s.handleStart)
 	m.HandleFunc("GET /v1/sandboxes/{id}/events", s.handleEvents)
+	m.HandleFunc("POST /v1/sandboxes/{id}/events", s.handleAppendEvents) // agentevents.go
 	m.HandleFunc("GET /v1/events", s.handleAllEvents)
 	m.HandleFunc("GET /v1/sandboxes/{id}/health", s.handleForward)
 	m.HandleFunc("/v1/sandboxes/{id}/sessions", s.handleForward)
