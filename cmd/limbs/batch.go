@@ -94,6 +94,8 @@ type batchResult struct {
 	Steps      int              `json:"steps"`
 	Tokens     int64            `json:"tokens"`
 	DurationMs int64            `json:"duration_ms"`
+	// Sandbox is the id of the task's sandbox (removed at its end).
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // error: the result counts as an error (not the agent's failing).
@@ -425,6 +427,10 @@ func (b *batch) task(ctx context.Context, t batchTask) batchResult {
 		return infra("creating the sandbox of "+t.Image, err)
 	}
 	defer b.remove(sb.ID)
+	r := batchResult{Sandbox: sb.ID}
+	infra = func(what string, err error) batchResult {
+		return batchResult{Failure: failInfra, Message: what + ": " + safe(redactKey(err.Error(), b.key)), Sandbox: sb.ID}
+	}
 	cl := b.sbs.Client().Sandbox(sb.ID)
 	hctx, hcancel := context.WithTimeout(ctx, time.Minute)
 	_, err = cl.Health(hctx)
@@ -442,10 +448,10 @@ func (b *batch) task(ctx context.Context, t batchTask) batchResult {
 			return infra("running setup", err)
 		}
 		if code != 0 {
-			return batchResult{Failure: failInfra, Message: fmt.Sprintf("setup exited %d: %s", code, clipTail(out, 2000))}
+			r.Failure, r.Message = failInfra, fmt.Sprintf("setup exited %d: %s", code, clipTail(out, 2000))
+			return r
 		}
 	}
-	r := batchResult{}
 	if res, err := b.agentRun(ctx, t, cl); err != nil {
 		return infra("starting the agent", err)
 	} else {

@@ -87,7 +87,7 @@ func batchCmd(t *testing.T, addr, model, tasks, out string, out2 *testbin.Buffer
 // the same command again: every task ends with exactly one result, none
 // that had one ran again (the model server saw its instruction once), and
 // no sandbox of the batch is left.
-func testBatchRestart(t *testing.T, addr, image string, leftovers func(prefix string) []string) {
+func testBatchRestart(t *testing.T, addr, image string, leftovers func(prefix string, ids []string) []string) {
 	script, err := fakellm.Load(writeFile(t, "script.json", batchScript))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,17 @@ func testBatchRestart(t *testing.T, addr, image string, leftovers func(prefix st
 	if len(first) >= n {
 		t.Fatalf("every task had a result at the kill; nothing was left to redo:\n%s", log1.String())
 	}
-	t.Logf("killed with %d results; %d sandboxes of the batch left: %v", len(first), len(leftovers(batchPrefix(out))), leftovers(batchPrefix(out)))
+	// The sandboxes the kill left: their ids, to check their containers.
+	var ids []string
+	for _, sb := range sandboxesOf(t, addr) {
+		if strings.HasPrefix(sb.Name, batchPrefix(out)) {
+			ids = append(ids, sb.ID)
+		}
+	}
+	t.Logf("killed with %d results; %d sandboxes of the batch left: %v", len(first), len(ids), leftovers(batchPrefix(out), ids))
+	if len(ids) == 0 {
+		t.Errorf("the kill left no sandbox of the batch: the restart's removal is not shown")
+	}
 
 	// The same command again.
 	var log2 testbin.Buffer
@@ -203,7 +213,12 @@ func testBatchRestart(t *testing.T, addr, image string, leftovers func(prefix st
 			t.Errorf("the model got task %s %d times", id, k)
 		}
 	}
-	if l := leftovers(batchPrefix(out)); len(l) != 0 {
+	for _, r := range got {
+		if r.Sandbox != "" {
+			ids = append(ids, r.Sandbox)
+		}
+	}
+	if l := leftovers(batchPrefix(out), ids); len(l) != 0 {
 		t.Errorf("sandboxes of the batch left behind: %v", l)
 	}
 	if strings.Contains(log1.String()+log2.String(), fakeKey) {
@@ -221,8 +236,8 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 // serveLeftovers lists the sandboxes of serve at addr named with prefix.
-func serveLeftovers(t *testing.T, addr string) func(string) []string {
-	return func(prefix string) []string {
+func serveLeftovers(t *testing.T, addr string) func(string, []string) []string {
+	return func(prefix string, _ []string) []string {
 		var l []string
 		for _, sb := range sandboxesOf(t, addr) {
 			if strings.HasPrefix(sb.Name, prefix) {
@@ -245,15 +260,22 @@ func TestBatchRestartDocker(t *testing.T) {
 	}
 	addr, _ := realServe(t, "--provider", "docker", "--pool", "limbs/base:latest=2")
 	serve := serveLeftovers(t, addr)
-	testBatchRestart(t, addr, "limbs/base:latest", func(prefix string) []string {
-		l := serve(prefix)
-		b, err := exec.Command("docker", "ps", "-a", "--filter", "label=limbs.managed=true", "--format", `{{.Label "limbs.name"}}`).Output()
+	testBatchRestart(t, addr, "limbs/base:latest", func(prefix string, ids []string) []string {
+		l := serve(prefix, ids)
+		// The containers: by their name label, and by the sandbox ids (a
+		// pool sandbox's container keeps the label of the pool's time).
+		b, err := exec.Command("docker", "ps", "-a", "--filter", "label=limbs.managed=true", "--format", `{{.Names}} {{.Label "limbs.name"}}`).Output()
 		if err != nil {
 			t.Fatalf("docker ps: %v", err)
 		}
-		for _, name := range strings.Fields(string(b)) {
-			if strings.HasPrefix(name, prefix) {
-				l = append(l, "container "+name)
+		ours := map[string]bool{}
+		for _, id := range ids {
+			ours["limbs-"+id] = true
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 0 && ours[f[0]] || len(f) > 1 && strings.HasPrefix(f[1], prefix) {
+				l = append(l, "container "+line)
 			}
 		}
 		return l
@@ -267,4 +289,55 @@ func TestBatchRestartLocal(t *testing.T) {
 	}
 	addr, _ := realServe(t)
 	testBatchRestart(t, addr, localImage, serveLeftovers(t, addr))
+}
+
+// TestBatchCtrlC: SIGINT stops a batch: the running tasks are
+// interrupted, their sandboxes removed, no result is written for them,
+// no other task starts, and the exit code is 130.
+func TestBatchCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs limbs serve")
+	}
+	addr, _ := realServe(t)
+	script, err := fakellm.Load(writeFile(t, "script.json", `{"turns": [{"repeat": 100, "calls": [
+	  {"name": "shell_run", "arguments": {"command": "sleep 600", "yield": 600}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fakellm.Start(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	tasks := batchTasks(t, 10, localImage)
+	out := filepath.Join(t.TempDir(), "results")
+	var log testbin.Buffer
+	cmd := batchCmd(t, addr, srv.URL, tasks, out, &log)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	testbin.Eventually(t, "4 tasks run their agent", 3*time.Minute, func() bool {
+		return len(srv.Requests()) >= 4
+	})
+	_ = cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the batch did not end on SIGINT:\n%s", log.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Errorf("exit code %d, want %d:\n%s", code, exitInterrupted, log.String())
+	}
+	if rs := readBatchResults(t, out); len(rs) != 0 {
+		t.Errorf("results written for interrupted tasks: %+v", rs)
+	}
+	if n := len(srv.Requests()); n != 4 {
+		t.Errorf("the model got %d requests, want 4 (no task starts after Ctrl-C)", n)
+	}
+	if l := serveLeftovers(t, addr)(batchPrefix(out), nil); len(l) != 0 {
+		t.Errorf("sandboxes left after Ctrl-C: %v", l)
+	}
 }
