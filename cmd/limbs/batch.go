@@ -422,7 +422,14 @@ func (b *batch) task(ctx context.Context, t batchTask) batchResult {
 	infra := func(what string, err error) batchResult {
 		return batchResult{Failure: failInfra, Message: what + ": " + safe(redactKey(err.Error(), b.key))}
 	}
-	sb, err := b.sbs.Create(ctx, wire.CreateSandbox{Image: t.Image, Name: b.prefix + t.ID})
+	req := wire.CreateSandbox{Image: t.Image, Name: b.prefix + t.ID}
+	sb, err := b.sbs.Create(ctx, req)
+	if errors.Is(err, wire.ErrConflict) {
+		// A sandbox of this batch's name for the task, which the sweep
+		// did not see (a create of the killed run finishing late): ours.
+		b.remove(req.Name)
+		sb, err = b.sbs.Create(ctx, req)
+	}
 	if err != nil {
 		return infra("creating the sandbox of "+t.Image, err)
 	}

@@ -341,3 +341,45 @@ func TestBatchCtrlC(t *testing.T) {
 		t.Errorf("sandboxes left after Ctrl-C: %v", l)
 	}
 }
+
+// TestBatchResultsHalfLine: a last line a crash cut in the middle is cut
+// off results.jsonl, so that the next result starts a line of its own
+// and the task of the half line runs again.
+func TestBatchResultsHalfLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "results.jsonl")
+	if err := os.WriteFile(p, []byte(`{"id":"a","passed":true}`+"\n"+`{"id":"b","passed":false}`+"\n"+`{"id":"c","pas`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readResults(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got["a"].Passed || got["b"].Passed {
+		t.Errorf("readResults = %+v, want a and b", got)
+	}
+	b, _ := os.ReadFile(p)
+	if !strings.HasSuffix(string(b), "}\n") || strings.Contains(string(b), `"c"`) {
+		t.Errorf("the half line is still in the file: %q", b)
+	}
+}
+
+// TestBatchFlags: the usage errors of --tasks say what to do.
+func TestBatchFlags(t *testing.T) {
+	tasks := writeFile(t, "tasks.jsonl", `{"id": "a", "instruction": "x", "test": "true"}`+"\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tasks", tasks, "--model", "m"}, "needs --out"},
+		{[]string{"--tasks", tasks, "--model", "m", "--out", t.TempDir(), "--parallel", "0"}, "give 1 to 256"},
+		{[]string{"--tasks", tasks, "--model", "m", "--out", t.TempDir(), "task"}, "not both"},
+		{[]string{"--tasks", tasks, "--model", "m", "--out", t.TempDir(), "--approve", "ask"}, "unattended"},
+		{[]string{"--tasks", tasks, "--model", "m", "--out", t.TempDir(), "--base-url", "http://127.0.0.1:1/v1"}, "has no image"},
+		{[]string{"--tasks", writeFile(t, "bad.jsonl", `{"id": "../x", "instruction": "x", "test": "true"}`), "--model", "m", "--out", t.TempDir(), "--image", "i", "--base-url", "http://127.0.0.1:1/v1"}, "give letters, digits"},
+	} {
+		out, code := runAgentCmd(t, tc.args...)
+		if code != 2 || !strings.Contains(out, tc.want) {
+			t.Errorf("limbs agent %q: exit %d, %q; want 2 and %q", tc.args, code, out, tc.want)
+		}
+	}
+}
