@@ -258,7 +258,13 @@ func TestBatchRestartDocker(t *testing.T) {
 	if err := exec.Command("docker", "image", "inspect", "limbs/base:latest").Run(); err != nil {
 		testbin.NoDocker(t, "no Docker engine or no limbs/base:latest image")
 	}
-	addr, _ := realServe(t, "--provider", "docker", "--pool", "limbs/base:latest=2")
+	// limbs serve leaves its sandboxes running when it stops, the warm
+	// pool's too: remove the containers of this serve once it stopped
+	// (this cleanup runs after realServe's).
+	var state string
+	t.Cleanup(func() { removeServeContainers(t, state) })
+	addr, proc := realServe(t, "--provider", "docker", "--pool", "limbs/base:latest=2")
+	state = stateDirOf(t, proc.Pid)
 	serve := serveLeftovers(t, addr)
 	testBatchRestart(t, addr, "limbs/base:latest", func(prefix string, ids []string) []string {
 		l := serve(prefix, ids)
@@ -380,6 +386,49 @@ func TestBatchFlags(t *testing.T) {
 		out, code := runAgentCmd(t, tc.args...)
 		if code != 2 || !strings.Contains(out, tc.want) {
 			t.Errorf("limbs agent %q: exit %d, %q; want 2 and %q", tc.args, code, out, tc.want)
+		}
+	}
+}
+
+// stateDirOf is the --state-dir of the limbs serve process pid.
+func stateDirOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(string(b), "\x00")
+	for i, a := range args {
+		if a == "--state-dir" && i+1 < len(args) && args[i+1] != "" {
+			return args[i+1]
+		}
+	}
+	t.Fatalf("limbs serve %d has no --state-dir: %q", pid, args)
+	return ""
+}
+
+// removeServeContainers removes the containers (and their workspace
+// volumes) of the limbs serve whose state dir is state, and no other.
+func removeServeContainers(t *testing.T, state string) {
+	if state == "" {
+		return
+	}
+	b, err := exec.Command("docker", "ps", "-a", "--filter", "label=limbs.managed=true",
+		"--format", `{{.Names}} {{.Label "limbs.socket-dir"}} {{.Label "limbs.workspace-volume"}}`).Output()
+	if err != nil {
+		t.Logf("docker ps: %v", err)
+		return
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasPrefix(f[1], state+"/") {
+			continue
+		}
+		if out, err := exec.Command("docker", "rm", "-f", f[0]).CombinedOutput(); err != nil {
+			t.Logf("docker rm %s: %v %s", f[0], err, out)
+		}
+		if len(f) > 2 {
+			_ = exec.Command("docker", "volume", "rm", f[2]).Run()
 		}
 	}
 }
