@@ -54,7 +54,7 @@ func (b *batchFlags) usage(f *agentFlags) string {
 	case b.timeout <= 0:
 		return "--task-timeout must be positive"
 	case f.cn.sandbox != "":
-		return "--tasks makes a sandbox per task: drop --sandbox (--image is the image of tasks that name none)"
+		return "--tasks makes a sandbox per task: drop --sandbox and LIMBS_SANDBOX (--image is the image of tasks that name none)"
 	case f.approve != "auto":
 		return "--tasks runs unattended: --approve ask is for one run"
 	case f.keep:
@@ -431,6 +431,11 @@ func (b *batch) task(ctx context.Context, t batchTask) batchResult {
 		sb, err = b.sbs.Create(ctx, req)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			// Cut off mid-create (Ctrl-C, --task-timeout): limbs serve may
+			// finish it; the name is this batch's, remove what is there.
+			b.remove(req.Name)
+		}
 		return infra("creating the sandbox of "+t.Image, err)
 	}
 	defer b.remove(sb.ID)
