@@ -64,7 +64,8 @@ type agentFlags struct {
 	prices        agent.Prices
 	contextTokens int
 	logLevel      string
-	record        string // agentrecord.go
+	record        string      // agentrecord.go
+	batch         *batchFlags // batch.go
 }
 
 func parseAgentFlags(args []string) (*agentFlags, string, int, bool) {
@@ -94,6 +95,7 @@ func parseAgentFlags(args []string) (*agentFlags, string, int, bool) {
 	fs.IntVar(&f.contextTokens, "context-tokens", 100_000, "the context window to keep the conversation in (old observations are shortened first)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&f.record, "record", "", "also write the run's agent.* events to this file as JSON lines (with --addr, the only record of the run)")
+	f.batch = addBatchFlags(fs)
 	// The task may come before or after the flags.
 	var task []string
 	for {
@@ -108,6 +110,17 @@ func parseAgentFlags(args []string) (*agentFlags, string, int, bool) {
 		}
 		task = append(task, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	if f.batch.tasks != "" {
+		// A batch: the tasks come from the file.
+		if u := f.batch.usage(f); u != "" || len(task) != 0 {
+			if u == "" {
+				u = "give the tasks in the --tasks file or one TASK, not both"
+			}
+			fmt.Fprintln(os.Stderr, "limbs agent: "+u)
+			return nil, "", 2, false
+		}
+		task = []string{"(batch)"}
 	}
 	switch {
 	case len(task) != 1 || strings.TrimSpace(task[0]) == "":
@@ -181,6 +194,9 @@ func runAgent(ctx context.Context, args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.batch.tasks != "" {
+		return runBatch(ctx, f, key, system, log) // batch.go
+	}
 
 	if f.image != "" {
 		id, remove, err := newSandbox(ctx, f.cn, f.image, "limbs agent")
