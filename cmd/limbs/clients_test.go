@@ -289,9 +289,17 @@ func startRPC(t *testing.T, cmd *exec.Cmd) *rpc {
 		}
 	}()
 	t.Cleanup(func() {
+		// Let the client end its MCP servers itself (a stdio `limbs mcp
+		// --image` removes its sandbox on the way out): killed, it cannot.
 		w.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 		if t.Failed() {
 			t.Logf("stderr:\n%s", stderr.String())
 		}
