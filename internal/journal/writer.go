@@ -132,102 +132,80 @@ func (w *segWriter) drain() {
 }
 
 // writeEvents appends buf (whole lines, the first with seq first) to the
-// newest event segment, starting a new one past the segment size and
-// dropping the oldest past the bound. A failed write is cut back off, so
-// that the file never holds half a line.
+// newest event segment.
 func (w *segWriter) writeEvents(first uint64, buf []byte) error {
 	j := w.j
-	segMax := j.opts.MaxDisk / segmentsPerBound
-	j.mu.Lock()
-	k := len(j.evSegs)
-	if k == 0 || (j.evSegs[k-1].size > 0 && j.evSegs[k-1].size+int64(len(buf)) > segMax) {
-		j.evSegs = append(j.evSegs, segment{first: first})
-		k++
-	}
-	seg := j.evSegs[k-1]
-	var drop []uint64
-	var total int64
-	for _, s := range j.evSegs {
-		total += s.size
-	}
-	for len(j.evSegs) > 1 && total+int64(len(buf)) > j.opts.MaxDisk {
-		drop = append(drop, j.evSegs[0].first)
-		total -= j.evSegs[0].size
-		j.evSegs = j.evSegs[1:]
-	}
-	j.mu.Unlock()
-	for _, d := range drop {
-		_ = os.Remove(segPath(j.opts.Dir, "events-", d))
-	}
-	f, err := w.file(&w.ev, &w.evFirst, "events-", seg.first)
-	if err != nil {
-		return err
-	}
-	n, err := f.WriteAt(buf, seg.size)
-	if err != nil || n < len(buf) {
-		_ = f.Truncate(seg.size)
-		if err == nil {
-			err = errShort
-		}
-		return err
-	}
-	j.mu.Lock()
-	for i := range j.evSegs {
-		if j.evSegs[i].first == seg.first {
-			j.evSegs[i].size += int64(n)
-		}
-	}
-	j.mu.Unlock()
-	return nil
+	_, err := w.appendSegment(&j.evSegs, j.opts.MaxDisk, first, "events-", &w.ev, &w.evFirst, buf, nil)
+	return err
 }
 
 // writeOutput appends p to the spool and returns its spool offset.
 func (w *segWriter) writeOutput(p []byte) (int64, error) {
 	j := w.j
-	segMax := j.opts.MaxOutputDisk / segmentsPerBound
-	j.mu.Lock()
-	k := len(j.outSegs)
-	if k == 0 || (j.outSegs[k-1].size > 0 && j.outSegs[k-1].size+int64(len(p)) > segMax) {
-		j.outSegs = append(j.outSegs, segment{first: uint64(j.outEnd)})
-		k++
-	}
-	seg := j.outSegs[k-1]
-	var drop []uint64
-	var total int64
-	for _, s := range j.outSegs {
-		total += s.size
-	}
-	for len(j.outSegs) > 1 && total+int64(len(p)) > j.opts.MaxOutputDisk {
-		drop = append(drop, j.outSegs[0].first)
-		total -= j.outSegs[0].size
-		j.outSegs = j.outSegs[1:]
-	}
-	j.mu.Unlock()
-	for _, d := range drop {
-		_ = os.Remove(segPath(j.opts.Dir, "output-", d))
-	}
-	f, err := w.file(&w.out, &w.outFirst, "output-", seg.first)
+	var at int64 = -1
+	_, err := w.appendSegment(&j.outSegs, j.opts.MaxOutputDisk, uint64(j.outEnd) /* written only by this goroutine */, "output-", &w.out, &w.outFirst, p, func(seg segment, n int) {
+		at = int64(seg.first) + seg.size
+		j.outEnd = at + int64(n)
+	})
 	if err != nil {
 		return -1, err
 	}
-	n, err := f.WriteAt(p, seg.size)
+	return at, nil
+}
+
+// appendSegment appends p to the newest segment of *segs (files named
+// prefix and the segment's first), starting a new one that begins at next
+// past a segment's share of bound, and dropping the oldest segments past
+// bound. A failed write is cut back off, so that the file never holds half
+// a record. done, when set, runs under j.mu after a write, with the segment
+// as it was before it.
+func (w *segWriter) appendSegment(segs *[]segment, bound int64, next uint64, prefix string, f **os.File, open *uint64, p []byte, done func(segment, int)) (segment, error) {
+	j := w.j
+	segMax := bound / segmentsPerBound
+	j.mu.Lock()
+	k := len(*segs)
+	if k == 0 || ((*segs)[k-1].size > 0 && (*segs)[k-1].size+int64(len(p)) > segMax) {
+		*segs = append(*segs, segment{first: next})
+		k++
+	}
+	seg := (*segs)[k-1]
+	var drop []uint64
+	var total int64
+	for _, s := range *segs {
+		total += s.size
+	}
+	for len(*segs) > 1 && total+int64(len(p)) > bound {
+		drop = append(drop, (*segs)[0].first)
+		total -= (*segs)[0].size
+		*segs = (*segs)[1:]
+	}
+	j.mu.Unlock()
+	for _, d := range drop {
+		_ = os.Remove(segPath(j.opts.Dir, prefix, d))
+	}
+	file, err := w.file(f, open, prefix, seg.first)
+	if err != nil {
+		return seg, err
+	}
+	n, err := file.WriteAt(p, seg.size)
 	if err != nil || n < len(p) {
-		_ = f.Truncate(seg.size)
+		_ = file.Truncate(seg.size)
 		if err == nil {
 			err = errShort
 		}
-		return -1, err
+		return seg, err
 	}
-	at := int64(seg.first) + seg.size
 	j.mu.Lock()
-	for i := range j.outSegs {
-		if j.outSegs[i].first == seg.first {
-			j.outSegs[i].size += int64(n)
+	for i := range *segs {
+		if (*segs)[i].first == seg.first {
+			(*segs)[i].size += int64(n)
 		}
 	}
-	j.outEnd = at + int64(n)
+	if done != nil {
+		done(seg, n)
+	}
 	j.mu.Unlock()
-	return at, nil
+	return seg, nil
 }
 
 // file returns the open segment file named by first, opening it (and
