@@ -11,11 +11,10 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/metrics"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -40,38 +39,11 @@ func scrape(t *testing.T, base, token string) (map[string]*dto.MetricFamily, int
 	if resp.StatusCode != http.StatusOK {
 		return nil, resp.StatusCode
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := metrics.Parse(resp.Body)
 	if err != nil {
 		t.Fatalf("parsing /metrics: %v", err)
 	}
 	return fams, resp.StatusCode
-}
-
-// sample returns the value of the series of family name whose labels
-// include labels (name=value pairs).
-func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
-next:
-	for _, m := range fams[name].GetMetric() {
-		for i := 0; i+1 < len(labels); i += 2 {
-			found := false
-			for _, l := range m.GetLabel() {
-				found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
 }
 
 // outputBytes adds up the sizes of the output events of a sandbox's log.
@@ -140,12 +112,12 @@ func TestServeMetrics(t *testing.T) {
 	var outBytes int64
 	testbin.Eventually(t, "the three commands counted from the event log", time.Minute, func() bool {
 		fams, _ := scrape(t, ts.URL, "tok")
-		n, _ := sample(fams, "limbs_commands_total", "status", "exited")
+		n, _ := metrics.Value(fams, "limbs_commands_total", "status", "exited")
 		if n < 3 {
 			return false
 		}
 		outBytes = outputBytes(t, c, sb.ID)
-		got, _ := sample(fams, "limbs_output_bytes_total")
+		got, _ := metrics.Value(fams, "limbs_output_bytes_total")
 		return got == float64(outBytes)
 	})
 
@@ -160,7 +132,7 @@ func TestServeMetrics(t *testing.T) {
 	testbin.Eventually(t, "the output counted is the log's", time.Minute, func() bool {
 		outBytes = outputBytes(t, c, sb.ID)
 		fams, _ = scrape(t, ts.URL, "tok")
-		got, _ := sample(fams, "limbs_output_bytes_total")
+		got, _ := metrics.Value(fams, "limbs_output_bytes_total")
 		return got == float64(outBytes)
 	})
 	for _, c := range []struct {
@@ -175,14 +147,14 @@ func TestServeMetrics(t *testing.T) {
 		{"limbs_http_request_duration_seconds", []string{"route", "POST /v1/sandboxes", "code", "201"}, 1},
 		{"limbs_http_request_duration_seconds", []string{"route", "/v1/sandboxes/{id}/sessions/", "method", "POST", "code", "200"}, 3},
 	} {
-		if got, ok := sample(fams, c.name, c.labels...); !ok || got != c.want {
+		if got, ok := metrics.Value(fams, c.name, c.labels...); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present: %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
 	if outBytes < cmdBytes || cmdBytes < int64(len("hello metrics\n")) {
 		t.Errorf("the output events add up to %d bytes, the commands' output ranges to %d", outBytes, cmdBytes)
 	}
-	if got, ok := sample(fams, "limbs_event_log_lag_events", "sandbox", sb.ID); !ok || got != 0 {
+	if got, ok := metrics.Value(fams, "limbs_event_log_lag_events", "sandbox", sb.ID); !ok || got != 0 {
 		t.Errorf("the event log's lag of %s = %v (present: %v), want 0", sb.ID, got, ok)
 	}
 	for _, f := range fams {

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -32,45 +30,11 @@ func Scrape(t *testing.T, url string, header http.Header) map[string]*dto.Metric
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := Parse(resp.Body)
 	if err != nil {
 		t.Fatalf("parsing the scrape: %v", err)
 	}
 	return fams
-}
-
-// value is the value of the series of fams[name] with exactly labels
-// (name=value pairs); ok false when there is none.
-func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	want := map[string]string{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-next:
-	for _, m := range f.GetMetric() {
-		if len(m.GetLabel()) != len(want) {
-			continue
-		}
-		for _, l := range m.GetLabel() {
-			if want[l.GetName()] != l.GetValue() {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
 }
 
 func TestMetrics(t *testing.T) {
@@ -145,11 +109,11 @@ func TestMetrics(t *testing.T) {
 		// A method no route takes: the mux matched nothing.
 		{"limbs_http_request_duration_seconds", []string{"route", "unmatched", "method", "OTHER", "code", "405"}, 1},
 	} {
-		if got, ok := value(fams, c.name, c.labels...); !ok || got != c.want {
+		if got, ok := Value(fams, c.name, c.labels...); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present: %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
-	if _, ok := value(fams, "limbs_event_log_lag_events", "sandbox", "sb_gone"); ok {
+	if _, ok := Value(fams, "limbs_event_log_lag_events", "sandbox", "sb_gone"); ok {
 		t.Error("a forgotten sandbox's lag is still reported")
 	}
 	if n := len(fams["limbs_http_request_duration_seconds"].GetMetric()); n != 3 {
