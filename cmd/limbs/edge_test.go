@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limbs-dev/limbs/internal/control"
 	"github.com/limbs-dev/limbs/internal/store"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -251,16 +250,7 @@ func TestLsEscapesRegistryNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	prov := &inProcess{t: t, sb: map[string]*inProcessBox{}}
-	t.Cleanup(prov.closeAll)
-	srv, err := control.New(context.Background(), control.Options{
-		StateDir: dir, Token: "tok", Providers: map[string]control.Provider{"inproc": prov},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() { ts.Close(); srv.Close() })
+	ts, _ := inProcessServe(t, dir, nil)
 	for _, args := range [][]string{{"ls"}, {"ls", "--json"}, {"inspect", "sb_evil"}, {"events", "sb_evil"}} {
 		full := append([]string{"sandbox", args[0], "--addr", ts.URL, "--token", "tok"}, args[1:]...)
 		out, stderr, code := limbsCLI(t, full...)

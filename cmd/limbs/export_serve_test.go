@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
 	"io"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/client"
-	"github.com/limbs-dev/limbs/internal/control"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -21,21 +17,7 @@ import (
 // `limbs export --format asciicast` gives the session's raw bytes as its
 // "o" data, and `limbs events` lists its commands with their ends.
 func TestExportThroughServe(t *testing.T) {
-	dir, err := os.MkdirTemp("", "exs") // short: socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	prov := &inProcess{t: t, sb: map[string]*inProcessBox{}}
-	t.Cleanup(prov.closeAll)
-	srv, err := control.New(context.Background(), control.Options{
-		StateDir: dir, Token: "tok", Providers: map[string]control.Provider{"inproc": prov},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() { ts.Close(); srv.Close() })
+	ts, _ := inProcessServe(t, "", nil)
 	t.Setenv("LIMBS_ADDR", ts.URL)
 	t.Setenv("LIMBS_TOKEN", "tok")
 

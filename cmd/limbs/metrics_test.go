@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -67,22 +65,7 @@ func outputBytes(t *testing.T, c *client.Client, sb string) int64 {
 // control plane (real bash), their output, and the API's requests by
 // route, never by path.
 func TestServeMetrics(t *testing.T) {
-	dir, err := os.MkdirTemp("", "met") // short: socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	prov := &inProcess{t: t, sb: map[string]*inProcessBox{}}
-	t.Cleanup(prov.closeAll)
-	srv, err := control.New(context.Background(), control.Options{
-		StateDir: dir, Token: "tok", Providers: map[string]control.Provider{"inproc": prov},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _ := withMetrics(srv, srv, "tok", false)
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() { ts.Close(); srv.Close() })
+	ts, srv := inProcessServe(t, "", func(srv *control.Server) http.Handler { h, _ := withMetrics(srv, srv, "tok", false); return h })
 
 	ctx := t.Context()
 	c, err := client.New(ts.URL, "tok", "")

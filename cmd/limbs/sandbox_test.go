@@ -168,6 +168,37 @@ func (p *inProcess) Events(ctx context.Context) (<-chan sandbox.Event, error) {
 	return make(chan sandbox.Event), nil
 }
 
+// inProcessServe serves a real control plane (token "tok") with the
+// inProcess provider over httptest, state in dir (a new short temporary
+// directory when empty: socket paths must stay under ~108 bytes). wrap,
+// when set, wraps the server's handler. Both are closed at cleanup.
+func inProcessServe(t *testing.T, dir string, wrap func(*control.Server) http.Handler) (*httptest.Server, *control.Server) {
+	t.Helper()
+	if dir == "" {
+		d, err := os.MkdirTemp("", "ips")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		dir = d
+	}
+	prov := &inProcess{t: t, sb: map[string]*inProcessBox{}}
+	t.Cleanup(prov.closeAll)
+	srv, err := control.New(context.Background(), control.Options{
+		StateDir: dir, Token: "tok", Providers: map[string]control.Provider{"inproc": prov},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = srv
+	if wrap != nil {
+		h = wrap(srv)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); srv.Close() })
+	return ts, srv
+}
+
 func (p *inProcess) closeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -198,22 +229,7 @@ func captureStdout(t *testing.T, f func() int) (string, int) {
 }
 
 func TestSandboxCLI(t *testing.T) {
-	// Short: socket paths must stay under ~108 bytes.
-	dir, err := os.MkdirTemp("", "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	prov := &inProcess{t: t, sb: map[string]*inProcessBox{}}
-	t.Cleanup(prov.closeAll)
-	srv, err := control.New(context.Background(), control.Options{
-		StateDir: dir, Token: "tok", Providers: map[string]control.Provider{"inproc": prov},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() { ts.Close(); srv.Close() })
+	ts, _ := inProcessServe(t, "", nil)
 	ctx := context.Background()
 	cli := func(args ...string) (string, int) {
 		t.Helper()
