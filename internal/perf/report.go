@@ -145,11 +145,9 @@ func (rep *Report) Print(w io.Writer) {
 	head := []string{"figure", "unit", "n", "p50", "p90", "p99", "min", "max", "ratio"}
 	rows := [][]string{}
 	group := ""
-	var groups []int // index in rows where a group starts
 	for _, r := range rep.Rows {
 		if r.Group != group {
 			group = r.Group
-			groups = append(groups, len(rows))
 			rows = append(rows, []string{"[" + group + "]", "", "", "", "", "", "", "", ""})
 		}
 		ratio := ""
