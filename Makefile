@@ -10,13 +10,17 @@ HOOKFUZZTIME ?= 300x
 EVENTS_MIB ?= 1024
 EVENTS_ROUNDS ?= 300
 
-.PHONY: help build test test-short fuzz bench bench-events vet lint clean
+# bench: flags for limbs bench, e.g. BENCHFLAGS='--only roundtrip --json new.json'.
+BENCHFLAGS ?=
+
+.PHONY: help build test test-short fuzz bench bench-go bench-events vet lint clean
 
 help:
 	@echo "make build       bin/limbs and a static bin/limbsd"
 	@echo "make test        every test, with the race detector (Docker tests skip without an engine)"
 	@echo "make fuzz        each fuzz target for FUZZTIME ($(FUZZTIME): a count of inputs, so that no deadline can cut an input short), corpus in testdata/fuzz"
-	@echo "make bench       the benchmarks against their baselines: round trip and throughput vs a raw PTY, sandboxes vs docker run/exec, bench-events"
+	@echo "make bench       limbs bench: every figure next to its baseline in one table, with the targets (BENCHFLAGS: its flags; docs/bench.md)"
+	@echo "make bench-go    the Go benchmarks against their baselines: round trip and throughput vs a raw PTY, sandboxes vs docker run/exec, bench-events"
 	@echo "make bench-events the event log in one table: ingest/s, follow latency, exec with and without the log, serve's RSS over EVENTS_MIB ($(EVENTS_MIB)) MiB of output"
 	@echo "make vet         gofmt, go vet and staticcheck"
 
@@ -42,6 +46,9 @@ fuzz:
 	done
 
 bench: build
+	$(BIN)/limbs bench $(BENCHFLAGS)
+
+bench-go: build
 	$(GO) test -run '^$$' -bench RoundTrip -benchtime 2000x ./internal/bench
 	$(GO) test -run '^$$' -bench Throughput -benchtime 10x ./internal/bench
 	$(GO) test -run '^$$' -bench DockerSandboxes -benchtime 20x ./internal/control

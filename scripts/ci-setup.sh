@@ -34,6 +34,15 @@ if ! command -v asciinema >/dev/null; then
 		say "warning: installing asciinema failed; TestExportAsciinema will fail under LIMBS_REQUIRE_ASCIINEMA=1"
 fi
 
+# tmux (limbs bench times a tmux session driven with send-keys and polled
+# with capture-pane, the baseline of OpenHands' runtime): Debian's package.
+say "tmux (apt-get)"
+if ! command -v tmux >/dev/null; then
+	{ apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends tmux >/dev/null; } ||
+		say "warning: installing tmux failed; limbs bench will note its tmux rows as not measured"
+fi
+
 # The MCP Inspector CLI (internal/mcp's TestInspectorCLI runs it; keep the
 # version in step with its inspectorPkg): fetched once into npm's cache,
 # bounded in time.

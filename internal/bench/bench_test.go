@@ -4,22 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/perf"
 	"github.com/limbs-dev/limbs/internal/testbin"
 
-	"github.com/creack/pty"
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -72,8 +69,12 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 	}
 	raw := newRawClient(b, sock, c.Token(), id)
-	ptmx, stop := startPTY(b, "cat")
-	defer stop()
+	floorPTY, err := perf.StartPTY("exec cat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer floorPTY.Close()
+	ptmx := floorPTY.F
 	line := []byte("ping\n")
 	buf := make([]byte, 4096)
 	pingpong := func() {
@@ -209,19 +210,6 @@ func (r *rawClient) exec() []byte {
 	return r.buf[start:want]
 }
 
-func startPTY(b *testing.B, script string) (*os.File, func()) {
-	cmd := exec.Command("bash", "-c", script)
-	ptmx, err := pty.Start(cmd)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ptmx, func() {
-		ptmx.Close()
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-	}
-}
-
 // producer writes 50 MiB of text lines in large blocks.
 const (
 	outputSize = 50 << 20
@@ -236,21 +224,15 @@ func BenchmarkThroughput(b *testing.B) {
 	zero := 0.0
 	var api, raw time.Duration
 	for range b.N {
-		t0 := time.Now()
-		ptmx, stop := startPTY(b, producer)
-		n, err := io.Copy(io.Discard, ptmx)
-		if err != nil && !errors.Is(err, syscall.EIO) {
-			var pe *os.PathError
-			if !errors.As(err, &pe) {
-				b.Fatal(err)
-			}
+		took, n, err := perf.ReadLoop(ctx, producer)
+		if err != nil {
+			b.Fatal(err)
 		}
-		raw += time.Since(t0)
-		stop()
+		raw += took
 		if n < outputSize {
 			b.Fatalf("raw loop read %d bytes", n)
 		}
-		t0 = time.Now()
+		t0 := time.Now()
 		r, err := c.Exec(ctx, id, wire.Exec{Command: producer, YieldAfter: &zero})
 		api += time.Since(t0)
 		if err != nil || r.Status != wire.StatusExited || r.OutputBytes < outputSize {

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/client"
-	"github.com/limbs-dev/limbs/internal/eventlog"
+	"github.com/limbs-dev/limbs/internal/perf/figures"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -137,83 +137,18 @@ func mean(d []time.Duration) time.Duration {
 	return sum / time.Duration(len(d))
 }
 
-// journalEvents makes n realistic events of limbsd's journal: commands of
-// one session, each a command.started, three output events with their
-// bytes (contiguous, so the log coalesces them) and a command.finished.
-func journalEvents(n int) []wire.Event {
-	evs := make([]wire.Event, 0, n)
-	var off int64
-	now := time.Now().UTC()
-	raw := func(v any) json.RawMessage { d, _ := json.Marshal(v); return d }
-	out := []byte(strings.Repeat("total 48\ndrwxr-xr-x  5 user user 4096 Dec  2 02:27 src\n", 8)) // 456 bytes
-	for c := 0; len(evs) < n; c++ {
-		cmd := "c_" + strconv.Itoa(c)
-		started := uint64(len(evs) + 1)
-		evs = append(evs, wire.Event{Seq: started, Time: now, Session: "s_1", Command: cmd, Type: wire.EventCommandStarted, Source: wire.SourceAPI,
-			Data: raw(wire.CommandStartedData{Text: "ls -l src", Cwd: "/workspace", Via: "exec", OffsetStart: off})})
-		start := off
-		for range 3 {
-			if len(evs) == n {
-				break
-			}
-			evs = append(evs, wire.Event{Seq: uint64(len(evs) + 1), Time: now, Session: "s_1", Command: cmd, Type: wire.EventOutput,
-				Data: raw(wire.OutputData{Offset: off, Size: int64(len(out)), Bytes: out})})
-			off += int64(len(out))
-		}
-		if len(evs) == n {
-			break
-		}
-		zero := 0
-		evs = append(evs, wire.Event{Seq: uint64(len(evs) + 1), Time: now, Session: "s_1", Command: cmd, Type: wire.EventCommandFinished, Source: wire.SourceAPI, Cause: started,
-			Data: raw(wire.CommandFinishedData{Status: "exited", ExitCode: &zero, Cwd: "/workspace", DurationMs: 3, OffsetStart: start, OffsetEnd: off})})
-	}
-	return evs
-}
-
 // benchIngest: events/s into an event log through Ingest, as the follower
 // calls it (a quiet stream: one event a call; a busy one: what is read,
 // here 100), next to marshalling the same events and writing each batch
-// with one write(2) to a file of the same disk.
+// with one write(2) to a file of the same disk (figures.Ingest, which
+// limbs bench runs too).
 func benchIngest(b *testing.B, t *table) {
 	const n = 200_000
-	evs := journalEvents(n)
 	for _, batch := range []int{1, 100} {
-		dir := b.TempDir()
-		l, err := eventlog.Open(eventlog.Options{Dir: filepath.Join(dir, "events"), MaxSize: -1})
+		rate, frate, err := figures.Ingest(n, batch)
 		if err != nil {
 			b.Fatal(err)
 		}
-		t0 := time.Now()
-		for i := 0; i < n; i += batch {
-			if _, err := l.Ingest("sb_bench", "j_bench", evs[i:min(n, i+batch)]...); err != nil {
-				b.Fatal(err)
-			}
-		}
-		took := time.Since(t0)
-		l.Close()
-
-		f, err := os.Create(filepath.Join(dir, "floor.jsonl"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var buf []byte
-		t0 = time.Now()
-		for i := 0; i < n; i += batch {
-			buf = buf[:0]
-			for _, ev := range evs[i:min(n, i+batch)] {
-				line, err := json.Marshal(ev)
-				if err != nil {
-					b.Fatal(err)
-				}
-				buf = append(append(buf, line...), '\n')
-			}
-			if _, err := f.Write(buf); err != nil {
-				b.Fatal(err)
-			}
-		}
-		floor := time.Since(t0)
-		f.Close()
-		rate, frate := float64(n)/took.Seconds(), float64(n)/floor.Seconds()
 		t.add(fmt.Sprintf("ingest, %d event(s) a call (n=%d)", batch, n), fmt.Sprintf("%.0f events/s", rate),
 			fmt.Sprintf("%.0f events/s (marshal + write(2))", frate), fmt.Sprintf("%.2f", rate/frate), ">= 50,000/s")
 	}

@@ -170,7 +170,7 @@ func Open(opts Options) (*Journal, error) {
 	}
 	j := &Journal{
 		opts: opts, log: opts.Logger, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		ring: make([]entry, opts.RingEvents), first: 1, next: 1, written: 1,
+		ring: make([]entry, min(opts.RingEvents, initialRing)), first: 1, next: 1, written: 1,
 		notify: make(chan struct{}), pending: map[string]*outPending{},
 	}
 	idPath := filepath.Join(opts.Dir, "id")
@@ -458,6 +458,9 @@ func (j *Journal) appendLocked(ev wire.Event, out []byte) uint64 {
 	}
 	ev.Seq = j.next
 	n := uint64(len(j.ring))
+	if j.next-j.first >= n && j.growLocked() {
+		n = uint64(len(j.ring))
+	}
 	if j.next-j.first >= n {
 		// The ring is full: the oldest goes. If the writer has not taken
 		// it yet (a stalled disk), the files will miss it.
@@ -480,6 +483,27 @@ func (j *Journal) appendLocked(ev wire.Event, out []byte) uint64 {
 	default:
 	}
 	return ev.Seq
+}
+
+// initialRing is the ring's length when the journal opens: it doubles as
+// events come, up to RingEvents, so that an idle limbsd does not hold the
+// memory of RingEvents entries (11 MiB at the default) from its start.
+const initialRing = 1024
+
+// growLocked doubles the ring, up to RingEvents, keeping every entry at
+// its seq; false when it is at RingEvents already.
+func (j *Journal) growLocked() bool {
+	n := uint64(len(j.ring))
+	if n >= uint64(j.opts.RingEvents) {
+		return false
+	}
+	m := min(2*n, uint64(j.opts.RingEvents))
+	ring := make([]entry, m)
+	for s := j.first; s < j.next; s++ {
+		ring[s%m] = j.ring[s%n]
+	}
+	j.ring = ring
+	return true
 }
 
 // trimBytesLocked drops output bytes from the oldest ring entries the

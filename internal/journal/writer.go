@@ -113,6 +113,7 @@ func (w *segWriter) drain() {
 			j.mu.Unlock()
 		}
 		j.mu.Lock()
+		n = uint64(len(j.ring)) // the ring may have grown meanwhile
 		for i, s := 0, from; s < to; i, s = i+1, s+1 {
 			if s >= j.first {
 				j.ring[s%n].spool = spools[i]
