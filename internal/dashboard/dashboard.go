@@ -87,6 +87,9 @@ type Handler struct {
 	static  http.Handler
 	login   *template.Template
 	tracker *tracker
+	// secretForms are the sandboxes' secret values, masked in the
+	// terminals' output.
+	secretForms func() [][]byte
 
 	mu       sync.Mutex
 	sessions map[[32]byte]*session // by the SHA-256 of the cookie's id
@@ -119,8 +122,10 @@ func New(opts Options) (*Handler, error) {
 		login:    tpl,
 		sessions: map[[32]byte]*session{},
 	}
+	h.secretForms = func() [][]byte { return nil }
 	if opts.Plane != nil {
 		h.tracker = newTracker(opts.Plane, opts.Logger)
+		h.secretForms = opts.Plane.Secrets().Forms
 	}
 	return h, nil
 }
@@ -163,6 +168,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Header.Get("Authorization") == "" && h.hasCookie(r) && strings.HasPrefix(p, "/v1/"):
 		// A request of the dashboard's pages to the API.
 		if _, ok := h.cookieAuth(w, r); !ok {
+			return
+		}
+		if id, sid, ok := attachRoute(p); ok && isWebSocket(r) && h.opts.Plane != nil {
+			h.serveAttach(w, r, id, sid) // attach.go: its output masked
 			return
 		}
 		r = r.Clone(r.Context())

@@ -104,6 +104,9 @@ func needDocker(t *testing.T) {
 // the session cookie are refused, bearer clients are not affected, and no
 // request of the browser goes to another origin. Screenshots of each
 // step go to $LIMBS_SCREENSHOTS (default: a temporary directory).
+// secretValue is a secret env value of the test's sandbox.
+const secretValue = "sk-dash-secret-0123456789abcdef"
+
 func TestDashboardDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the browser test takes a minute")
@@ -119,7 +122,8 @@ func TestDashboardDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := c.Sandboxes().Create(ctx, wire.CreateSandbox{Name: "dash-e2e", Provider: "docker", Network: wire.NetworkNone})
+	sb, err := c.Sandboxes().Create(ctx, wire.CreateSandbox{Name: "dash-e2e", Provider: "docker", Network: wire.NetworkNone,
+		Env: map[string]string{"API_KEY": secretValue}, SecretEnv: []string{"API_KEY"}})
 	if err != nil {
 		t.Fatalf("creating a Docker sandbox: %v", err)
 	}
@@ -160,11 +164,17 @@ func TestDashboardDocker(t *testing.T) {
 	// The echo of the line and the output line: hello on a line of its own.
 	helloShown := `[...document.querySelectorAll("#terminal .xterm-rows > div")].some(d => d.textContent.trim() === "hello")`
 	b.waitJS("hello in the terminal", helloShown, 30*time.Second)
+	// A secret printed on the terminal is masked there too.
+	b.run("printing the secret", 20*time.Second, typeText("echo $API_KEY"), pressEnter())
+	b.waitJS("the masked secret", `[...document.querySelectorAll("#terminal .xterm-rows > div")].some(d => d.textContent.trim() === "***")`, 30*time.Second)
+	if got := evalIn[string](b, "the terminal's text", `document.querySelector("#terminal .xterm-rows").textContent`); strings.Contains(got, secretValue) || strings.Contains(got, secretValue[:12]) {
+		t.Errorf("the terminal shows the secret value: %q", got)
+	}
 	b.shot("terminal")
 
 	// 4. The timeline has the command with exit code 0; its output.
 	b.run("the timeline", 10*time.Second, chromedp.Click(chromedp.CSS(`#tab-timeline`)))
-	okRow := `#timeline tr[data-exit="0"]`
+	okRow := `#timeline tr[data-exit="0"]:last-child`
 	b.waitJS("a command with exit 0", `!!document.querySelector(`+jsString(okRow)+`)`, 40*time.Second)
 	if got := b.text(okRow + " td.exit"); !strings.Contains(got, "0") {
 		t.Errorf("timeline exit cell %q", got)

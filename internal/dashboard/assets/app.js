@@ -599,6 +599,8 @@ async function terminalPanel(panel, sb, term, q) {
   const t = new Terminal({
     fontFamily: getComputedStyle(document.documentElement).getPropertyValue('--mono'), fontSize: 13, cursorBlink: true,
     scrollback: 5000, convertEol: false, allowProposedApi: false,
+    // Links a program prints (OSC 8) are not followed: the sandbox wrote them.
+    linkHandler: { activate() {}, allowNonHttpProtocols: false },
     theme: { background: '#0f141c', foreground: '#e6e9ef' },
   });
   const fit = new FitAddon();
@@ -632,7 +634,12 @@ async function terminalPanel(panel, sb, term, q) {
     state.textContent = '… connecting';
     ws.onopen = () => { tries = 0; state.textContent = '● attached to ' + (cur.name || cur.id) + ' at offset ' + offset; sendSize(); };
     ws.onmessage = m => {
-      if (typeof m.data === 'string') return;
+      if (typeof m.data === 'string') {
+        // limbs serve says where in the stream the next byte is (its
+        // masking of secrets changes lengths): resume from there.
+        try { const o = JSON.parse(m.data); if (o.type === 'offset') offset = o.offset; } catch { /* not ours */ }
+        return;
+      }
       const b = new Uint8Array(m.data);
       offset += b.length;
       t.write(b);
