@@ -152,6 +152,7 @@ func TestDashboardDocker(t *testing.T) {
 		t.Errorf("overview row %q: want running and the image", got)
 	}
 	b.shot("overview")
+	checkStats(t, base, token, sb.ID)
 
 	// 3. Its live terminal: type echo hello, see hello.
 	b.run("opening the sandbox", 20*time.Second, chromedp.Click(chromedp.CSS(row)))
@@ -329,6 +330,39 @@ func pressEnter() chromedp.Action[chromedp.Void] {
 		}
 		return nil
 	})
+}
+
+// checkStats: GET /v1/stats has the Docker sandbox's memory and
+// processes from the engine.
+func checkStats(t *testing.T, base, token, id string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/v1/stats", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Stats []struct {
+			Sandbox     string `json:"sandbox"`
+			MemoryBytes uint64 `json:"memory_bytes"`
+			MemoryLimit uint64 `json:"memory_limit_bytes"`
+			Pids        uint64 `json:"pids"`
+		} `json:"stats"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatalf("GET /v1/stats: %s: %v", resp.Status, err)
+	}
+	for _, s := range list.Stats {
+		if s.Sandbox == id {
+			if s.MemoryBytes == 0 || s.Pids == 0 || s.MemoryLimit == 0 {
+				t.Errorf("stats of the Docker sandbox: %+v", s)
+			}
+			return
+		}
+	}
+	t.Errorf("GET /v1/stats lacks sandbox %s: %+v", id, list.Stats)
 }
 
 func statusOf(resp *http.Response) string {

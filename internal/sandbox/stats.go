@@ -58,13 +58,18 @@ func TreeStats(root int) (Stats, error) {
 				st.MemoryBytes += rss * page
 			}
 		}
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
-		if err != nil {
-			continue
-		}
-		for _, s := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(s); err == nil {
-				queue = append(queue, c)
+		// A child is listed under the thread that forked it (a Go
+		// program's limbsd forks from any of its threads).
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, s := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(s); err == nil && len(queue) < maxTreeProcs {
+					queue = append(queue, c)
+				}
 			}
 		}
 	}
