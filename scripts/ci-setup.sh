@@ -43,6 +43,15 @@ if ! command -v tmux >/dev/null; then
 		say "warning: installing tmux failed; limbs bench will note its tmux rows as not measured"
 fi
 
+# Chromium (internal/dashboard's browser tests drive it headless with
+# chromedp): Debian's package.
+say "chromium (apt-get)"
+if ! command -v chromium >/dev/null; then
+	{ apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends chromium >/dev/null; } ||
+		say "warning: installing chromium failed; the dashboard's browser tests will fail under LIMBS_REQUIRE_BROWSER=1"
+fi
+
 # The MCP Inspector CLI (internal/mcp's TestInspectorCLI runs it; keep the
 # version in step with its inspectorPkg): fetched once into npm's cache,
 # bounded in time.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/control"
+	"github.com/limbs-dev/limbs/internal/dashboard"
 	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/eventlog"
 	"github.com/limbs-dev/limbs/internal/provider/docker"
@@ -274,11 +275,22 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 			return err
 		}
 	}
-	h, _ = withMetrics(h, srv, token, cfg.metricsPublic)
+	// The dashboard at / (internal/dashboard): its session cookie
+	// authenticates only its own pages' requests; bearer clients pass
+	// through it unchanged.
+	dash, err := dashboard.New(dashboard.Options{Plane: plane, Token: token, API: h, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer dash.Close()
+	h, _ = withMetrics(dash, srv, token, cfg.metricsPublic)
 	hs := control.NewHTTPServer(h, cfg.http, log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(control.LimitListener(ln, cfg.http.MaxConns)) }()
 	fmt.Fprintf(os.Stderr, "limbs serve: listening on %s (default provider %s, state dir %s)\n", cfg.listen, defaultProvider, cfg.stateDir)
+	if !strings.HasPrefix(cfg.listen, "unix:") {
+		fmt.Fprintf(os.Stderr, "limbs serve: dashboard at http://%s/ (log in with the token)\n", cfg.listen)
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving: %w", err)

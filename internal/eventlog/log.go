@@ -901,3 +901,11 @@ func scan(seg segment, off int64, fn func(raw []byte, off int64) bool) error {
 	}
 	return nil
 }
+
+// Cursor is the last cursor assigned: a reader of every sandbox's events
+// from Cursor()+1 on gets what is logged from now on.
+func (l *Log) Cursor() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cursor
+}
