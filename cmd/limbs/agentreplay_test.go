@@ -135,10 +135,6 @@ func TestAgentReplayTiming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type wait struct {
-		d time.Duration
-		k byte
-	}
 	play := func(stepwise bool, keys ...byte) ([]time.Duration, string, error) {
 		var waits []time.Duration
 		var out strings.Builder
