@@ -157,7 +157,10 @@ func TestAgentFixesTest(t *testing.T) {
 	}
 }
 
-// TestAgentInDocker (acceptance 1 in a Docker sandbox of limbs serve).
+// TestAgentInDocker (acceptance 1 in a Docker sandbox of limbs serve):
+// the fake model server drives limbs agent to fix calc's failing test;
+// the test passes at the end, and limbs replay SANDBOX --agent shows
+// every step, call and observation of the run in order.
 func TestAgentInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs limbs serve and Docker")
@@ -187,6 +190,10 @@ func TestAgentInDocker(t *testing.T) {
 		"--addr", addr, "--token", "tok", "--sandbox", sb.ID)
 	calcPasses(t, cl, sid)
 	wantFixed(t, srv, out, code)
+	// limbs replay shows the run, step by step, from the sandbox's log.
+	t.Setenv("LIMBS_ADDR", addr)
+	t.Setenv("LIMBS_TOKEN", "tok")
+	wantAgentReplay(t, srv, sb.ID, "--agent")
 }
 
 // TestAgentImage: --image makes a sandbox for the run and removes it at

@@ -204,6 +204,11 @@ func agentTrajectory(t *testing.T, addr string, create wire.CreateSandbox) {
 	if agentSteps != 4 || results == 0 || tr.FinalMetrics == nil || tr.FinalMetrics.Extra["stop_reason"] != "finished" {
 		t.Errorf("%d agent steps (want 4), %d results, final %+v", agentSteps, results, tr.FinalMetrics)
 	}
+	// limbs replay shows the run from the log, the --record file and
+	// the ATIF export alike.
+	wantAgentReplay(t, srv, sb.ID, "--agent")
+	wantAgentReplay(t, srv, "--file", record)
+	wantAgentReplay(t, srv, "--file", file)
 }
 
 // TestAppendEventsAPI: POST /v1/sandboxes/{id}/events takes only the

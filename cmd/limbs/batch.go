@@ -103,6 +103,13 @@ func (r batchResult) error() bool { return r.Failure == failInfra || r.Failure =
 
 var taskID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
+// maxTaskLine is the most bytes of one line of the tasks file.
+const maxTaskLine = 16 << 20
+
+// maxTestOutput is the most bytes of a setup's or a test's output kept
+// (its tail), for the result's message.
+const maxTestOutput = 64 << 10
+
 // loadTasks reads and checks the tasks file; image is the default image.
 func loadTasks(path, image string) ([]batchTask, error) {
 	fh, err := os.Open(path)
@@ -113,7 +120,7 @@ func loadTasks(path, image string) ([]batchTask, error) {
 	var tasks []batchTask
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 64<<10), maxTaskLine)
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
@@ -144,6 +151,9 @@ func loadTasks(path, image string) ([]batchTask, error) {
 		tasks = append(tasks, t)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("%s: a line is longer than %d bytes, the most a task may be; put big setup scripts in a file of the image, or fetch them in setup", path, maxTaskLine)
+		}
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if len(tasks) == 0 {
@@ -189,6 +199,23 @@ func batchPrefix(out string) string {
 	}
 	h := sha256.Sum256([]byte(abs))
 	return "batch-" + hex.EncodeToString(h[:6]) + "-"
+}
+
+// maxSandboxName is the longest sandbox name limbs serve takes
+// (sandbox.NameRule).
+const maxSandboxName = 63
+
+// sandboxName is the name of task id's sandbox: the batch's prefix and
+// the id, or, when that is longer than a name may be, the prefix, the
+// id's start and a hash of the whole id (the same for every run of the
+// batch, and one of its own for each id).
+func (b *batch) sandboxName(id string) string {
+	if n := b.prefix + id; len(n) <= maxSandboxName {
+		return n
+	}
+	h := sha256.Sum256([]byte(id))
+	tag := "-" + hex.EncodeToString(h[:4])
+	return b.prefix + id[:maxSandboxName-len(b.prefix)-len(tag)] + tag
 }
 
 // batch is a running batch.
@@ -307,7 +334,7 @@ func (b *batch) sweep(ctx context.Context, tasks []batchTask) error {
 	}
 	ours := map[string]bool{}
 	for _, t := range tasks {
-		ours[b.prefix+t.ID] = true
+		ours[b.sandboxName(t.ID)] = true
 	}
 	for _, sb := range l {
 		if ours[sb.Name] {
@@ -422,7 +449,7 @@ func (b *batch) task(ctx context.Context, t batchTask) batchResult {
 	infra := func(what string, err error) batchResult {
 		return batchResult{Failure: failInfra, Message: what + ": " + safe(redactKey(err.Error(), b.key))}
 	}
-	req := wire.CreateSandbox{Image: t.Image, Name: b.prefix + t.ID}
+	req := wire.CreateSandbox{Image: t.Image, Name: b.sandboxName(t.ID)}
 	sb, err := b.sbs.Create(ctx, req)
 	if errors.Is(err, wire.ErrConflict) {
 		// A sandbox of this batch's name for the task, which the sweep
@@ -528,7 +555,12 @@ func runToEnd(ctx context.Context, cl *client.Client, sid, command string) (int,
 	r, err := cl.Exec(ctx, sid, wire.Exec{Command: command, YieldAfter: &y})
 	out := ""
 	for i := 0; err == nil; i++ {
+		// Only the tail is kept: a test that prints without end must not
+		// fill the host's memory before --task-timeout.
 		out += r.Output
+		if len(out) > maxTestOutput {
+			out = out[len(out)-maxTestOutput:]
+		}
 		if r.ExitCode != nil && r.Status != wire.StatusRunning {
 			return *r.ExitCode, out, nil
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/charmbracelet/x/term"
 
+	"github.com/limbs-dev/limbs/internal/atif"
 	"github.com/limbs-dev/limbs/internal/cast"
 )
 
@@ -172,25 +173,40 @@ func replay(ctx context.Context, args []string, stdin, stdout *os.File) int {
 	fs.Float64Var(&po.Speed, "speed", 1, "play this many times faster (0.5: slower)")
 	fs.DurationVar(&po.MaxIdle, "max-idle", 0, "cap every pause at this, such as 2s (default: pauses as recorded)")
 	noHint := fs.Bool("no-size-hint", false, "do not ask the terminal to take the session's size")
+	af := addAgentReplayFlags(fs) // agentreplay.go
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: limbs replay SANDBOX [flags]
+       limbs replay SANDBOX --agent [--run agent-...] [--step | --all]
+       limbs replay --file RUN.jsonl|RUN.atif.json [--step | --all]
 
 Plays a session of a sandbox, from limbs serve's event log, back in this
 terminal with its real timing. q or Ctrl-C stops it.
+
+With --agent, shows a run of limbs agent step by step instead: the model's
+text, each tool call with its arguments, each result (the command, its exit
+code, the output the model saw), the tokens and how it ended, with its
+timing on a terminal (space or n: the rest of the step now; --step: stop
+after each step), all at once into a pipe or with --all.
 
 flags:
 `)
 		fs.PrintDefaults()
 	}
-	sandbox, err := parseWithOne(fs, args, "the sandbox (its id or name)")
+	sandbox, err := parseReplayArgs(fs, args, af)
 	if err == nil && (po.Speed <= 0 || po.Speed > 1e6) {
 		err = usageError{fmt.Sprintf("--speed %v: give a factor above 0, such as 4 or 0.5", po.Speed)}
 	}
 	if err == nil && po.MaxIdle < 0 {
 		err = usageError{"--max-idle: give a duration such as 2s"}
 	}
+	if err == nil && af.on() && *session != "" {
+		err = usageError{"--session is a terminal's replay; --agent replays the run of limbs agent (--run picks one)"}
+	}
 	if err != nil {
 		return exitCode("replay", err)
+	}
+	if af.on() {
+		return exitCode("replay", agentReplay(ctx, cc, sandbox, af, po, stdin, stdout))
 	}
 	c, err := cc.client()
 	if err != nil {
@@ -205,6 +221,9 @@ flags:
 		return exitCode("replay", fmt.Errorf("sandbox %s: %w", sandbox, err))
 	}
 	warnMissing(rec)
+	if len(atif.Runs(events)) > 0 {
+		fmt.Fprintf(os.Stderr, "limbs replay: this sandbox's log holds runs of limbs agent: 'limbs replay %s --agent' shows the last one step by step\n", safe(sandbox))
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()

@@ -82,6 +82,18 @@ type Limits struct {
 	Time   time.Duration // wall time of the run
 }
 
+// Bounds of one model answer: what a server sends beyond them is not
+// taken (a model or a server gone wrong must not fill the host's memory,
+// the sandbox or the event log).
+const (
+	// MaxCalls is the most tool calls of one answer that run; the
+	// others get a tool error saying so.
+	MaxCalls = 64
+	// MaxAnswer is the most bytes of one answer (its text, tool names
+	// and arguments); the stream is cut there and the model told.
+	MaxAnswer = 4 << 20
+)
+
 // DefaultLimits are the limits of a run that sets none.
 var DefaultLimits = Limits{Steps: 100, Tokens: 5_000_000, Time: time.Hour}
 
@@ -278,8 +290,9 @@ type run struct {
 	steps     int
 	stuck     stuckDetector
 	start     time.Time
-	noTool    int // consecutive turns without a tool call
-	toolFails int // consecutive steps with a call that could not be carried out
+	noTool    int  // consecutive turns without a tool call
+	toolFails int  // consecutive steps with a call that could not be carried out
+	estimated bool // the server sent no usage once: told in a note
 }
 
 func (r *run) cost() float64 {
@@ -334,6 +347,11 @@ func (r *run) loop(ctx, parent context.Context) Result {
 			r.noTool++
 			if r.noTool >= 2 {
 				return Result{Reason: NoToolCalls, Message: "the model answered twice without calling a tool (not even finish); its last answer: " + clip(turn.text, 2000)}
+			}
+			if turn.oversize {
+				// (With calls, each call's error says it.)
+				r.note(fmt.Sprintf("Your answer passed %d bytes and was cut there. Send shorter answers, and carry on with the task using the tools.", MaxAnswer))
+				continue
 			}
 			r.note("You answered without calling a tool. Carry on with the task using the tools, and call finish with a message when it is done.")
 			continue

@@ -116,10 +116,30 @@ type turn struct {
 	calls  []ToolCall
 	finish string // finish_reason
 	usage  Usage
+	// counted: the server sent the usage (else it is estimated).
+	counted bool
+	// oversize: the answer passed MaxAnswer and was cut there; its calls
+	// do not run.
+	oversize bool
 }
 
 // errCut is a stream that ended before its finish_reason.
 var errCut = errors.New("the stream ended before the answer was complete")
+
+// errNoChoices is a response that held no choice at all.
+var errNoChoices = fmt.Errorf("the server's response held no choices (no message, no tool call): %w", errCut)
+
+// maxTokens bounds the tokens one request may count (a server's usage
+// beyond it is taken as it, so that sums cannot overflow).
+const maxTokens = 1 << 40
+
+// countedUsage is the usage a server sent, made sane: negative counts
+// are 0, absurd ones maxTokens; ok is false when nothing was counted.
+func countedUsage(prompt, completion int64) (Usage, bool) {
+	clamp := func(n int64) int64 { return min(max(n, 0), maxTokens) }
+	u := Usage{PromptTokens: clamp(prompt), CompletionTokens: clamp(completion)}
+	return u, u.Total() > 0
+}
 
 // stream makes one streaming request and gathers the answer, handing the
 // text to onText as it comes.
@@ -134,14 +154,28 @@ func (m *model) stream(ctx context.Context, p openai.ChatCompletionNewParams, on
 	}
 	var calls []*partial
 	byIndex := map[int64]*partial{}
+	size, choices := 0, false
 	for s.Next() {
 		ch := s.Current()
-		if ch.JSON.Usage.Valid() && ch.Usage.TotalTokens > 0 {
-			t.usage = Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens}
+		if ch.JSON.Usage.Valid() {
+			if u, ok := countedUsage(ch.Usage.PromptTokens, ch.Usage.CompletionTokens); ok {
+				t.usage, t.counted = u, true
+			}
 		}
 		for _, c := range ch.Choices {
 			if c.Index != 0 {
 				continue
+			}
+			choices = true
+			size += len(c.Delta.Content)
+			for _, tc := range c.Delta.ToolCalls {
+				size += len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)
+			}
+			if size > MaxAnswer {
+				// Not taken: the answer is cut here, and none of its
+				// calls runs (the last one is not whole).
+				t.oversize, t.finish = true, "length"
+				break
 			}
 			if d := c.Delta.Content; d != "" {
 				text.WriteString(d)
@@ -166,19 +200,32 @@ func (m *model) stream(ctx context.Context, p openai.ChatCompletionNewParams, on
 				t.finish = c.FinishReason
 			}
 		}
+		if t.oversize {
+			break
+		}
 	}
-	if err := s.Err(); err != nil {
+	if err := s.Err(); err != nil && !t.oversize {
 		return t, err
 	}
 	if t.finish == "" {
+		if !choices {
+			return t, errNoChoices
+		}
 		return t, errCut
 	}
 	t.text = text.String()
+	ids := map[string]bool{}
 	for i, pc := range calls {
 		id := pc.id
-		if id == "" {
+		if id == "" || ids[id] {
+			// Each result must answer exactly one call: a call without
+			// an id, or with one an earlier call has, gets its own.
 			id = fmt.Sprintf("call_%d", i)
+			for ids[id] {
+				id += "_"
+			}
 		}
+		ids[id] = true
 		t.calls = append(t.calls, ToolCall{ID: id, Name: pc.name, Arguments: pc.args.String()})
 	}
 	return t, nil

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -37,8 +38,18 @@ type RecordOptions struct {
 }
 
 // maxBatch is the most events one call of the Sink gets (limbs serve
-// takes at most 1000 a request).
-const maxBatch = 200
+// takes at most 1000 a request); maxBatchBytes the most bytes of their
+// data (limbs serve takes at most 8 MiB a request).
+const (
+	maxBatch      = 200
+	maxBatchBytes = 4 << 20
+)
+
+// MaxEventData is the most bytes of one event's data: the texts of a
+// bigger one (an answer, arguments, an observation) are clipped, saying
+// how much was left out, so that the event fits a request of limbs
+// serve and the log is not filled by one run.
+const MaxEventData = 1 << 20
 
 // Recorder is an Observer that turns a run into agent.* events (the
 // types of internal/wire, source agent) and hands them to a Sink in
@@ -104,6 +115,11 @@ func (r *Recorder) emit(typ wire.EventType, session, command string, data any) {
 		data = d
 	}
 	b, err := json.Marshal(data)
+	// Clip the texts until it fits; escaping may make a byte six, so a
+	// few rounds of halving may be needed (bounded).
+	for limit := MaxEventData / 2; err == nil && len(b) > MaxEventData && limit > 0; limit /= 2 {
+		b, err = json.Marshal(clipData(data, limit))
+	}
 	if err != nil {
 		r.o.Logger.Warn("recording an agent event", "type", typ, "err", err)
 		return
@@ -136,11 +152,42 @@ func (r *Recorder) redact(b []byte) json.RawMessage {
 	return json.RawMessage(s)
 }
 
+// clipData is data with each of its texts at most limit bytes, the
+// total of a message's calls' arguments too.
+func clipData(data any, limit int) any {
+	c := func(s string, n int) string {
+		if len(s) <= n {
+			return s
+		}
+		return clip(s, n) + fmt.Sprintf(" [... %d bytes not recorded: an event keeps at most %d]", len(s)-n, MaxEventData)
+	}
+	switch d := data.(type) {
+	case wire.AgentMessageData:
+		d.Text = c(d.Text, limit)
+		d.Calls = append([]wire.AgentCallData(nil), d.Calls...)
+		for i := range d.Calls {
+			d.Calls[i].Arguments = c(d.Calls[i].Arguments, limit/max(len(d.Calls), 1))
+		}
+		return d
+	case wire.AgentCallData:
+		d.Arguments = c(d.Arguments, limit)
+		return d
+	case wire.AgentObservationData:
+		d.Text = c(d.Text, limit)
+		return d
+	case wire.AgentFinishedData:
+		d.Message = c(d.Message, limit)
+		return d
+	}
+	return data
+}
+
 func (r *Recorder) send() {
 	defer close(r.done)
 	t := time.NewTicker(r.o.Every)
 	defer t.Stop()
 	var batch []wire.Event
+	size := 0
 	flush := func() {
 		if len(batch) == 0 {
 			return
@@ -157,7 +204,7 @@ func (r *Recorder) send() {
 				r.o.Logger.Warn("recording the agent's events failed; the run goes on without them", "events", len(batch), "err", err)
 			}
 		}
-		batch = nil
+		batch, size = nil, 0
 	}
 	for {
 		select {
@@ -166,7 +213,11 @@ func (r *Recorder) send() {
 				flush()
 				return
 			}
+			if size+len(ev.Data) > maxBatchBytes {
+				flush()
+			}
 			batch = append(batch, ev)
+			size += len(ev.Data)
 			if len(batch) >= maxBatch {
 				flush()
 			}

@@ -117,3 +117,54 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(b)
 }
+
+// TestRecorderBounds: a big answer whose bytes JSON escapes (6 bytes
+// each), with big arguments, and many big observations
+// are recorded in batches that limbs serve takes (each request at most
+// control.MaxAppendBody, 8 MiB), each event at most agent.MaxEventData
+// with what was left out said; none is lost.
+func TestRecorderBounds(t *testing.T) {
+	const maxBody = 8 << 20 // control.MaxAppendBody
+	var mu sync.Mutex
+	var batches [][]wire.Event
+	rec := agent.NewRecorder(agent.RecordOptions{Run: "agent-big", Task: "task", Buffer: 10000,
+		Sink: func(_ context.Context, evs []wire.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			batches = append(batches, evs)
+			return nil
+		}})
+	var calls []agent.ToolCall
+	for i := range 4 {
+		calls = append(calls, agent.ToolCall{ID: "c" + strings.Repeat("x", i), Name: "shell_run", Arguments: strings.Repeat("\x00", 256<<10)})
+	}
+	rec.Assistant(1, strings.Repeat("\x01", 1<<20), calls)
+	for _, c := range calls {
+		rec.ToolCall(1, c)
+	}
+	for i := range 8 {
+		rec.Observation(1, agent.ToolCall{ID: "o", Name: "shell_run"}, agent.Observation{Text: strings.Repeat("\x02", 200<<10) + strings.Repeat("z", i)})
+	}
+	if lost := rec.Close(t.Context()); lost != 0 {
+		t.Fatalf("%d events lost", lost)
+	}
+	n := 0
+	for _, b := range batches {
+		body, _ := json.Marshal(wire.AppendEvents{Events: b})
+		if len(body) > maxBody {
+			t.Errorf("a batch of %d events is %d bytes, over the %d limbs serve takes", len(b), len(body), maxBody)
+		}
+		for _, e := range b {
+			n++
+			if len(e.Data) > agent.MaxEventData {
+				t.Errorf("a %s event holds %d bytes of data, over %d", e.Type, len(e.Data), agent.MaxEventData)
+			}
+			if e.Type == wire.EventAgentMessage && bytes.Contains(e.Data, []byte(`"assistant"`)) && !bytes.Contains(e.Data, []byte("not recorded")) {
+				t.Errorf("the clipped assistant message does not say so")
+			}
+		}
+	}
+	if want := 1 + 1 + len(calls) + 8; n != want {
+		t.Errorf("%d events recorded, want %d", n, want)
+	}
+}

@@ -42,11 +42,22 @@ func (r *run) ask(ctx, parent context.Context) (turn, *Result) {
 			err = fmt.Errorf("the request took longer than %s: %w", r.cfg.Retry.Timeout, errCut)
 		}
 		if err == nil {
+			if !t.counted {
+				// No usage from the server: an estimate (4 characters a
+				// token) is counted, or --max-tokens would bound nothing.
+				out := len(t.text)
+				for _, c := range t.calls {
+					out += len(c.Name) + len(c.Arguments)
+				}
+				t.usage = Usage{PromptTokens: int64(info.Chars/4 + 1), CompletionTokens: int64(out/4 + 1)}
+				if !r.estimated {
+					r.estimated = true
+					r.cfg.Observer.Note(r.steps, "the model server sent no token usage; the run counts an estimate (4 characters a token) against its token limit (--max-tokens)")
+				}
+			}
 			r.usage.PromptTokens += t.usage.PromptTokens
 			r.usage.CompletionTokens += t.usage.CompletionTokens
-			if t.usage != (Usage{}) {
-				r.cfg.Observer.Usage(r.steps, t.usage)
-			}
+			r.cfg.Observer.Usage(r.steps, t.usage)
 			r.msgs = append(r.msgs, message{role: "assistant", text: t.text, calls: t.calls, step: r.steps})
 			r.cfg.Observer.Assistant(r.steps, t.text, t.calls)
 			return t, nil
@@ -110,11 +121,19 @@ func (r *run) act(ctx, parent context.Context, t turn) (done, stop *Result) {
 	ready := make([]bool, len(t.calls))
 	var finishMsg string
 	finishAt := -1
-	// What the loop answers itself: unknown tools, bad JSON, refusals.
+	// What the loop answers itself: an answer cut at its size bound,
+	// calls beyond MaxCalls, unknown tools, bad JSON, refusals.
 	for i, c := range t.calls {
 		r.cfg.Observer.ToolCall(r.steps, c)
-		if o, ok := r.check(c); !ok {
-			obs[i], ready[i] = o, true
+		switch {
+		case t.oversize:
+			obs[i], ready[i] = Observation{Text: fmt.Sprintf("This call was not run: your answer passed %d bytes and was cut there, so its calls are not whole. Send shorter answers; write a big file in several calls.", MaxAnswer), IsError: true}, true
+		case i >= MaxCalls:
+			obs[i], ready[i] = Observation{Text: fmt.Sprintf("This call was not run: an answer may make at most %d tool calls, and yours made %d (the first %d ran). Make the calls that matter, at most %d a turn.", MaxCalls, len(t.calls), MaxCalls, MaxCalls), IsError: true}, true
+		default:
+			if o, ok := r.check(c); !ok {
+				obs[i], ready[i] = o, true
+			}
 		}
 	}
 	if r.cfg.Approve != nil {

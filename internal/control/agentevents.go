@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,6 +16,8 @@ const (
 	MaxAppendEvents = 1000
 	// MaxAppendBody is the most bytes of one request's body.
 	MaxAppendBody = 8 << 20
+	// MaxAppendID is the most bytes of an event's session and command.
+	MaxAppendID = 128
 )
 
 // agentTypes are the types a client may append: the agent's.
@@ -37,16 +40,29 @@ func (s *Plane) AppendAgentEvents(idOrName string, evs []wire.Event) (uint64, er
 	if err != nil {
 		return 0, err
 	}
-	id := s.record(e).ID
+	rec := s.record(e)
+	id := rec.ID
 	now := time.Now().UTC()
 	out := make([]wire.Event, 0, len(evs))
 	for i, ev := range evs {
 		if !agentTypes[ev.Type] {
 			return 0, fmt.Errorf("event %d has type %q; only the agent's types can be appended (%s): %w", i, ev.Type, agentTypeList(), wire.ErrBadRequest)
 		}
+		if len(ev.Session) > MaxAppendID || len(ev.Command) > MaxAppendID {
+			return 0, fmt.Errorf("event %d: its session or command is longer than %d bytes; give the session's and the command's ids (s_..., c_...): %w", i, MaxAppendID, wire.ErrBadRequest)
+		}
+		if d := bytes.TrimSpace(ev.Data); len(d) > 0 && d[0] != '{' {
+			return 0, fmt.Errorf("event %d: its data is not a JSON object; give the data of its type (docs/events.md): %w", i, wire.ErrBadRequest)
+		}
+		// The time a client gives is kept only between the sandbox's
+		// creation and now: the log's order and a replay's timing do not
+		// take a forged past or future.
 		t := ev.Time.UTC()
 		if t.IsZero() || t.After(now) {
 			t = now
+		}
+		if created := rec.CreatedAt.UTC(); t.Before(created) {
+			t = created
 		}
 		out = append(out, wire.Event{
 			Time: t, Session: ev.Session, Command: ev.Command,

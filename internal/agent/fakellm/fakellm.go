@@ -19,7 +19,9 @@
 // turn, one request each: HTTP 500, HTTP 429 with Retry-After, a stream
 // cut in the middle (the connection closed after part of the answer), and
 // a context-length error with OpenAI's own error body
-// (code context_length_exceeded). MaxContextChars makes the server refuse
+// (code context_length_exceeded), a stream that never ends, and one with
+// no choice at all. A turn may send usage of its own (wrong on purpose)
+// or none. MaxContextChars makes the server refuse
 // every request whose messages are too long the same way, as a real
 // server with a small window does. Malformed arguments and unknown tools
 // are just what a turn's calls say (RawArguments is sent as it is).
@@ -59,6 +61,13 @@ const (
 	Fault429           = "429"            // HTTP 429 with Retry-After: RetryAfter seconds
 	FaultCut           = "cut"            // stream part of the answer, then close the connection
 	FaultContextLength = "context_length" // HTTP 400, code context_length_exceeded
+	// FaultEndless streams text without end (64 KiB a chunk) until the
+	// client goes away or Fault.Bytes were sent: a server that never
+	// finishes.
+	FaultEndless = "endless"
+	// FaultNoChoices streams a response without any choice: a usage
+	// chunk and [DONE].
+	FaultNoChoices = "no_choices"
 )
 
 // Fault is one failed answer, served instead of a turn (the turn follows
@@ -67,6 +76,8 @@ type Fault struct {
 	Kind string `json:"kind"`
 	// RetryAfter is the Retry-After header of a 429, in seconds.
 	RetryAfter int `json:"retry_after,omitempty"`
+	// Bytes bounds an endless stream; 0: 1 GiB.
+	Bytes int `json:"bytes,omitempty"`
 }
 
 // Turn is one scripted answer of the model.
@@ -80,6 +91,11 @@ type Turn struct {
 	Faults []Fault `json:"faults,omitempty"`
 	// Repeat serves the turn this many times in all (0 or 1: once).
 	Repeat int `json:"repeat,omitempty"`
+	// Usage, when set, is sent as the usage object as it is (a server
+	// that counts wrong: negative, huge); NoUsage sends none, even when
+	// the request asked for it.
+	Usage   json.RawMessage `json:"usage,omitempty"`
+	NoUsage bool            `json:"no_usage,omitempty"`
 }
 
 // Script is a trajectory: the turns, and how the server behaves.
@@ -278,7 +294,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	if f != nil {
-		s.fault(w, *f, id, req)
+		s.fault(w, r, *f, id, req)
 		return
 	}
 	if t == nil {
@@ -292,8 +308,16 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	a.stream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, -1)
 }
 
-func (s *Server) fault(w http.ResponseWriter, f Fault, id string, req request) {
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, f Fault, id string, req request) {
 	switch f.Kind {
+	case FaultEndless:
+		a := answer{id: id, model: req.Model}
+		a.endless(w, r, f.Bytes)
+	case FaultNoChoices:
+		w.Header().Set("Content-Type", "text/event-stream")
+		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": req.Model,
+			"choices": []any{}, "usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 0, "total_tokens": 10}})
+		fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
 	case Fault429:
 		w.Header().Set("Retry-After", strconv.Itoa(f.RetryAfter))
 		writeError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again later.")
@@ -352,7 +376,10 @@ func (a answer) args(c Call) string {
 	return string(c.Arguments)
 }
 
-func (a answer) usage() map[string]any {
+func (a answer) usage() any {
+	if a.t.Usage != nil {
+		return a.t.Usage
+	}
 	out := len(a.t.Text)
 	for _, c := range a.t.Calls {
 		out += len(c.Name) + len(a.args(c))
@@ -445,13 +472,37 @@ func (a answer) stream(w http.ResponseWriter, usage bool, cut int) {
 		return
 	}
 	send(chunk(map[string]any{}, a.finishReason()))
-	if usage {
+	if usage && !a.t.NoUsage {
 		send(map[string]any{"id": a.id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": a.model,
 			"choices": []any{}, "usage": a.usage()})
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	if fl != nil {
 		fl.Flush()
+	}
+}
+
+// endless streams text until the client goes, or limit bytes (0: 1 GiB)
+// were sent.
+func (a answer) endless(w http.ResponseWriter, r *http.Request, limit int) {
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	b, _ := json.Marshal(map[string]any{"id": a.id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": a.model,
+		"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": strings.Repeat("more ", 64<<10/5)}, "finish_reason": nil}}})
+	for range limit/len(b) + 1 {
+		if r.Context().Err() != nil {
+			return
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
 	}
 }
 
