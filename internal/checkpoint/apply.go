@@ -30,6 +30,7 @@ type applier struct {
 	chown   bool
 	stack   []dirFD
 	want    map[string]bool
+	next    table // what each entry is on disk once put: the next scan's base
 	dirs    []Entry
 	written int
 	removed int
@@ -160,7 +161,11 @@ func (a *applier) put(e Entry, flag byte, content io.Reader) error {
 			}
 			a.written++
 		}
-		return a.meta(pfd, name, e, false)
+		if err := a.meta(pfd, name, e, false); err != nil {
+			return err
+		}
+		a.record(pfd, name, e.Path, e.Link)
+		return nil
 	}
 	// A file.
 	if flag == FlagKeep {
@@ -168,10 +173,15 @@ func (a *applier) put(e Entry, flag byte, content io.Reader) error {
 		if curType != TypeFile || !ok || k != keyOf(&cur, "") {
 			return fmt.Errorf("/%s: %w", e.Path, errStale)
 		}
-		if cur.Mode&0o7777 == e.Mode && int(cur.Uid) == e.UID && int(cur.Gid) == e.GID && cur.Mtim.Nano() == e.Mtime {
+		if cur.Mode&0o7777 == e.Mode && (!a.chown || int(cur.Uid) == e.UID && int(cur.Gid) == e.GID) && cur.Mtim.Nano() == e.Mtime {
+			a.next[e.Path] = k
 			return nil
 		}
-		return a.meta(pfd, name, e, true)
+		if err := a.meta(pfd, name, e, true); err != nil {
+			return err
+		}
+		a.record(pfd, name, e.Path, "")
+		return nil
 	}
 	if flag != FlagContent {
 		return fmt.Errorf("file %q comes without content: %w", e.Path, ErrInvalid)
@@ -205,7 +215,19 @@ func (a *applier) put(e Entry, flag byte, content io.Reader) error {
 	}
 	a.written++
 	a.bytes += n
-	return a.meta(pfd, name, e, false)
+	if err := a.meta(pfd, name, e, false); err != nil {
+		return err
+	}
+	a.record(pfd, name, e.Path, "")
+	return nil
+}
+
+// record notes name's stat in pfd as p's in the next table.
+func (a *applier) record(pfd int, name, p, link string) {
+	var st unix.Stat_t
+	if unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		a.next[p] = keyOf(&st, link)
+	}
 }
 
 // modeBits turns the set-id and sticky bits into os.FileMode's.
@@ -339,11 +361,18 @@ func (a *applier) pruneDir(fd int, rel string, depth int) error {
 	if depth > 256 {
 		return fmt.Errorf("/%s: directories nested deeper than 256", rel)
 	}
-	names, err := readNames(fd)
+	dup, err := unix.Dup(fd)
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
+	f := os.NewFile(uintptr(dup), rel)
+	des, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		n := de.Name()
 		p := rel + "/" + n
 		if a.skip[p] {
 			continue
@@ -354,8 +383,7 @@ func (a *applier) pruneDir(fd int, rel string, depth int) error {
 			}
 			continue
 		}
-		var st unix.Stat_t
-		if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if !de.IsDir() {
 			continue
 		}
 		cfd, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -384,6 +412,7 @@ func (a *applier) finish() error {
 				return err
 			}
 			err = a.meta(fd, path.Base(e.Path), e, true)
+			a.record(fd, path.Base(e.Path), e.Path, "")
 			unix.Close(fd)
 			if err != nil {
 				return err
@@ -397,6 +426,7 @@ func (a *applier) finish() error {
 		if err := a.meta(pfd, path.Base(e.Path), e, true); err != nil {
 			return err
 		}
+		a.record(pfd, path.Base(e.Path), e.Path, "")
 	}
 	return nil
 }

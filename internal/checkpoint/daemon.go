@@ -292,7 +292,7 @@ func (d *Daemon) restore(w http.ResponseWriter, r *http.Request) {
 		fz = d.freeze.freeze()
 	}
 	defer fz.thaw()
-	a := &applier{roots: roots, skip: d.skipSet(), chown: os.Geteuid() == 0, want: map[string]bool{}}
+	a := &applier{roots: roots, skip: d.skipSet(), chown: os.Geteuid() == 0, want: map[string]bool{}, next: table{}}
 	if h.Base != "" && h.Base == d.lastID {
 		a.base = d.last
 	}
@@ -314,18 +314,9 @@ func (d *Daemon) restore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// What is on disk now is the next scan's base.
-	s := &scanner{next: table{}, skip: a.skip, w: bufio.NewWriter(io.Discard)}
-	var serr error
-	for _, root := range roots {
-		if serr = s.scanRoot("/" + root); serr != nil {
-			break
-		}
-	}
 	res := RestoreResult{Written: a.written, Removed: a.removed, Bytes: a.bytes, Sessions: []string{}}
-	if serr == nil {
-		d.last, d.lastID = s.next, newScanID()
-		res.Scan = d.lastID
-	}
+	d.last, d.lastID = a.next, newScanID()
+	res.Scan = d.lastID
 	res.FrozenMS = fz.thaw().Milliseconds()
 	if d.opts.Sessions != nil && len(h.Sessions) > 0 {
 		ids, err := d.opts.Sessions.Reinstate(r.Context(), h.Sessions)
