@@ -5,11 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/limbs-dev/limbs/internal/agent"
 	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/mcp"
+	"github.com/limbs-dev/limbs/internal/tool"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -133,4 +137,72 @@ func newestCheckpoint(ctx context.Context, sbs *client.Sandboxes, sb string) (st
 		return "", fmt.Errorf("sandbox %s has no checkpoint: take one with limbs checkpoint %s", safe(sb), safe(sb))
 	}
 	return list[len(list)-1].ID, nil
+}
+
+// withCheckpoints adds the checkpoint tools (checkpoint, rollback) of
+// sandbox to every MCP session's tools: served whenever the sandbox is
+// one of limbs serve's.
+func withCheckpoints(ts mcp.ToolSet, c tool.Checkpointer, sandbox string) mcp.ToolSet {
+	return func(sh *tool.Shell, files tool.Files) ([]tool.Spec, error) {
+		specs, err := ts(sh, files)
+		if err != nil {
+			return nil, err
+		}
+		return append(specs, tool.CheckpointTools(c, sandbox)...), nil
+	}
+}
+
+// controlOf is the control plane's client a --sandbox connection goes
+// through (limbs serve's address and token).
+func controlOf(cn *conn) (*client.Sandboxes, error) {
+	addr := cn.addr
+	if addr == "" {
+		addr = defaultControlAddr
+	}
+	cc := &controlConn{addr: addr, token: cn.token}
+	return cc.client()
+}
+
+// stepCheckpointer is limbs agent --checkpoint-each-step: a checkpoint
+// named step-N before the tool calls of each step run, so that any step
+// can be rolled back to (limbs rollback SANDBOX CP).
+type stepCheckpointer struct {
+	agent.Nop
+	ctx     context.Context
+	sbs     *client.Sandboxes
+	sandbox string
+	w       io.Writer
+}
+
+func (s *stepCheckpointer) Assistant(step int, _ string, calls []agent.ToolCall) {
+	if len(calls) == 0 {
+		return
+	}
+	cp, err := s.sbs.Checkpoint(s.ctx, s.sandbox, wire.CreateCheckpoint{Name: fmt.Sprintf("step-%d", step)})
+	if err != nil {
+		fmt.Fprintf(s.w, "limbs agent: checkpoint before step %d: %s\n", step, safeErr(err))
+		return
+	}
+	fmt.Fprintf(s.w, "limbs agent: checkpoint %s before step %d (%d files, frozen %d ms)\n", cp.ID, step, cp.Files, cp.FrozenMS)
+}
+
+// agentCheckpoints adds the checkpoint tools to specs when the agent works
+// in a sandbox of limbs serve, and with each (--checkpoint-each-step) the
+// observer that checkpoints every step.
+func agentCheckpoints(ctx context.Context, cn *conn, each bool, specs []tool.Spec, obs agent.Observer) ([]tool.Spec, agent.Observer, error) {
+	if cn.sandbox == "" {
+		if each {
+			return nil, nil, fmt.Errorf("--checkpoint-each-step needs a sandbox of limbs serve (--sandbox or --image), not one limbsd's socket")
+		}
+		return specs, obs, nil
+	}
+	sbs, err := controlOf(cn)
+	if err != nil {
+		return nil, nil, err
+	}
+	specs = append(specs, tool.CheckpointTools(sbs, cn.sandbox)...)
+	if each {
+		obs = agent.Observers{obs, &stepCheckpointer{ctx: ctx, sbs: sbs, sandbox: cn.sandbox, w: os.Stderr}}
+	}
+	return specs, obs, nil
 }

@@ -74,6 +74,15 @@ func (s *Plane) expireLoop(ctx context.Context) {
 	}
 }
 
+// forgetScans drops what the store keeps of a removed sandbox's newest
+// scan (not its checkpoints, which outlive it until deleted or expired).
+func (s *Plane) forgetScans(id string) {
+	if st, err := s.cpStore(); err == nil {
+		st.DropHead(id)
+		_ = st.GC()
+	}
+}
+
 func (s *Plane) cpLock(id string) func() {
 	s.ck.mu.Lock()
 	l := s.ck.locks[id]
