@@ -10,13 +10,14 @@ HOOKFUZZTIME ?= 300x
 EVENTS_MIB ?= 1024
 EVENTS_ROUNDS ?= 300
 
-.PHONY: help build test test-short fuzz bench bench-events vet lint clean
+.PHONY: help build test test-short fuzz bench bench-events bench-checkpoints vet lint clean
 
 help:
 	@echo "make build       bin/limbs and a static bin/limbsd"
 	@echo "make test        every test, with the race detector (Docker tests skip without an engine)"
 	@echo "make fuzz        each fuzz target for FUZZTIME ($(FUZZTIME): a count of inputs, so that no deadline can cut an input short), corpus in testdata/fuzz"
 	@echo "make bench       the benchmarks against their baselines: round trip and throughput vs a raw PTY, sandboxes vs docker run/exec, bench-events"
+	@echo "make bench-checkpoints first checkpoint, 1-file change, restore, fork of 10 vs tar and docker commit"
 	@echo "make bench-events the event log in one table: ingest/s, follow latency, exec with and without the log, serve's RSS over EVENTS_MIB ($(EVENTS_MIB)) MiB of output"
 	@echo "make vet         gofmt, go vet and staticcheck"
 
@@ -51,6 +52,10 @@ bench: build
 bench-events: build
 	LIMBS_BENCH_EVENTS_MIB=$(EVENTS_MIB) LIMBS_BENCH_EVENTS_ROUNDS=$(EVENTS_ROUNDS) \
 		$(GO) test -run '^$$' -bench '^BenchmarkEvents$$' -benchtime 1x -timeout 30m ./internal/control
+
+# Acceptance 5 of the checkpoints issue: one table (internal/control/checkpoint_bench_test.go).
+bench-checkpoints: build
+	$(GO) test -run '^$$' -bench '^BenchmarkCheckpoints$$' -benchtime 1x -timeout 30m ./internal/control
 
 vet:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"

@@ -49,7 +49,7 @@ echo destroyed`
 // path, and every file's sha256) to $1 and prints its hash.
 const treeSum = `(cd "$W/tree" && { find . -printf '%y %m %T@ %l %p\n' | LC_ALL=C sort; find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; } > "$L" && sha256sum < "$L")`
 
-func execIn(t *testing.T, c *client.Client, command string) string {
+func execIn(t testing.TB, c *client.Client, command string) string {
 	t.Helper()
 	defer func(start time.Time) { t.Logf("%s: %.40q", time.Since(start).Round(time.Millisecond), command) }(time.Now())
 	yield := 120.0
