@@ -39,6 +39,45 @@ type checkpoints struct {
 
 	mu    sync.Mutex             // guards the fields below
 	locks map[string]*sync.Mutex // per sandbox: one scan or restore at a time
+	// heads caches each sandbox's newest scan manifest (the store's
+	// head.ref), read-only once in: a checkpoint after a small change
+	// must not parse the previous manifest again.
+	heads map[string]*cpstore.Manifest
+}
+
+func (s *Plane) headOf(st *cpstore.Store, sb string) *cpstore.Manifest {
+	s.ck.mu.Lock()
+	defer s.ck.mu.Unlock()
+	if h, ok := s.ck.heads[sb]; ok {
+		return h
+	}
+	h := st.Head(sb)
+	if h != nil {
+		s.ck.heads[sb] = h
+	}
+	return h
+}
+
+// setHead records m (saved as name) as sb's newest scan, scan.
+func (s *Plane) setHead(st *cpstore.Store, sb string, m *cpstore.Manifest, name, scan string) error {
+	err := st.SetHead(sb, name, scan)
+	s.ck.mu.Lock()
+	defer s.ck.mu.Unlock()
+	if err != nil {
+		delete(s.ck.heads, sb)
+		return err
+	}
+	h := *m
+	h.Meta.Scan = scan
+	s.ck.heads[sb] = &h
+	return nil
+}
+
+func (s *Plane) dropHead(st *cpstore.Store, sb string) {
+	s.ck.mu.Lock()
+	delete(s.ck.heads, sb)
+	s.ck.mu.Unlock()
+	st.DropHead(sb)
 }
 
 func (s *Plane) cpStore() (*cpstore.Store, error) {
@@ -46,6 +85,7 @@ func (s *Plane) cpStore() (*cpstore.Store, error) {
 	c.once.Do(func() {
 		c.store, c.err = cpstore.Open(filepath.Join(s.opts.StateDir, "checkpoints"))
 		c.locks = map[string]*sync.Mutex{}
+		c.heads = map[string]*cpstore.Manifest{}
 		if c.err == nil {
 			s.wg.Add(1)
 			go func() {
@@ -78,7 +118,7 @@ func (s *Plane) expireLoop(ctx context.Context) {
 // scan (not its checkpoints, which outlive it until deleted or expired).
 func (s *Plane) forgetScans(id string) {
 	if st, err := s.cpStore(); err == nil {
-		st.DropHead(id)
+		s.dropHead(st, id)
 		_ = st.GC()
 	}
 }
@@ -222,7 +262,7 @@ func (s *Plane) CreateCheckpoint(ctx context.Context, idOrName string, req wire.
 		return wire.Checkpoint{}, err
 	}
 	if scan != "" {
-		if err := st.SetHead(sb, m.Meta.ID, scan); err != nil {
+		if err := s.setHead(st, sb, m, m.Meta.ID, scan); err != nil {
 			s.log.Warn("recording the newest scan", "sandbox", sb, "err", err)
 		}
 	}
@@ -232,7 +272,7 @@ func (s *Plane) CreateCheckpoint(ctx context.Context, idOrName string, req wire.
 
 // scanInto takes a scan with content of d, based on the sandbox's head.
 func (s *Plane) scanInto(ctx context.Context, st *cpstore.Store, d *Daemon, paths []string) (*cpstore.Manifest, error) {
-	head := st.Head(d.ID())
+	head := s.headOf(st, d.ID())
 	if head != nil && len(paths) > 0 && !sameRoots(head.Meta.Roots, paths) {
 		head = nil
 	}
@@ -367,7 +407,7 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest)
 	defer s.cpLock(sb)()
 	start := time.Now()
 	// What is there now, without content, the sandbox held frozen.
-	head := st.Head(sb)
+	head := s.headOf(st, sb)
 	if head != nil && !sameRoots(head.Meta.Roots, m.Meta.Roots) {
 		head = nil
 	}
@@ -389,23 +429,23 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest)
 		res, err = s.sendRestore(ctx, st, d, m, nil, "")
 	}
 	if err != nil {
-		st.DropHead(sb)
+		s.dropHead(st, sb)
 		return wire.Restored{}, err
 	}
-	if res.Scan != "" {
-		_ = st.SetHead(sb, m.Meta.ID, res.Scan)
-		if m.Meta.Sandbox != sb {
-			// Another sandbox's checkpoint: keep a manifest of its own.
-			h := *m
-			h.Meta.Sandbox = sb
-			if err := st.Save(&h, "head"); err == nil {
-				_ = st.SetHead(sb, "head", res.Scan)
-			} else {
-				st.DropHead(sb)
-			}
+	switch {
+	case res.Scan == "":
+		s.dropHead(st, sb)
+	case m.Meta.Sandbox == sb:
+		_ = s.setHead(st, sb, m, m.Meta.ID, res.Scan)
+	default:
+		// Another sandbox's checkpoint: keep a manifest of its own.
+		h := *m
+		h.Meta.Sandbox = sb
+		if err := st.Save(&h, "head"); err == nil {
+			_ = s.setHead(st, sb, &h, "head", res.Scan)
+		} else {
+			s.dropHead(st, sb)
 		}
-	} else {
-		st.DropHead(sb)
 	}
 	out := wire.Restored{Checkpoint: m.Meta.ID, Written: res.Written, Removed: res.Removed, Bytes: res.Bytes, FrozenMS: res.FrozenMS, DurationMS: time.Since(start).Milliseconds(), Sessions: res.Sessions}
 	s.logEvents(sb, cpEvent(wire.EventCheckpointRestored, wire.CheckpointData{Checkpoint: m.Meta.ID, Name: m.Meta.Name, Written: res.Written, Removed: res.Removed, FrozenMS: res.FrozenMS, From: m.Meta.Sandbox}))
@@ -513,7 +553,7 @@ func (s *Plane) DiffCheckpoints(ctx context.Context, idOrName, a, to string) (wi
 			mb.Meta.Sandbox = d.ID()
 			scan := mb.Meta.Scan
 			if err = st.Save(mb, "head"); err == nil && scan != "" {
-				err = st.SetHead(d.ID(), "head", scan)
+				err = s.setHead(st, d.ID(), mb, "head", scan)
 			}
 		}
 		unlock()

@@ -30,7 +30,8 @@ func TestDockerSnapshot(t *testing.T) {
 	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
 		t.Fatal(err)
 	}
-	execIn(t, c, `echo in-volume > /workspace/hello.txt && mkdir -p /workspace/d && ln -s ../hello.txt /workspace/d/link && echo in-layer > /tmp/outside.txt`)
+	// /tmp is a tmpfs (tmp_mb): the agent's home is in the container's layer.
+	home := execIn(t, c, `echo in-volume > /workspace/hello.txt && mkdir -p /workspace/d && ln -s ../hello.txt /workspace/d/link && echo in-layer > "$HOME/outside.txt" && echo "$HOME"`)
 	img := "limbs-test-snapshot:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", img).Run() })
 	limbs := testbin.Path(t, "limbs", false)
@@ -38,7 +39,7 @@ func TestDockerSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("limbs snapshot: %v: %s", err, out)
 	}
-	got, err := exec.Command("docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", img, "/workspace/d/link", "/tmp/outside.txt").CombinedOutput()
+	got, err := exec.Command("docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", img, "/workspace/d/link", home+"/outside.txt").CombinedOutput()
 	if err != nil || string(got) != "in-volume\nin-layer\n" {
 		t.Fatalf("the image holds %q (%v); want the workspace file (through its link) and the layer's", got, err)
 	}
