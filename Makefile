@@ -13,7 +13,7 @@ EVENTS_ROUNDS ?= 300
 # bench: flags for limbs bench, e.g. BENCHFLAGS='--only roundtrip --json new.json'.
 BENCHFLAGS ?=
 
-.PHONY: help build test test-short fuzz bench bench-go bench-events vet lint clean
+.PHONY: help build test test-short fuzz bench bench-go bench-events bench-checkpoints vet lint clean
 
 help:
 	@echo "make build       bin/limbs and a static bin/limbsd"
@@ -21,6 +21,7 @@ help:
 	@echo "make fuzz        each fuzz target for FUZZTIME ($(FUZZTIME): a count of inputs, so that no deadline can cut an input short), corpus in testdata/fuzz"
 	@echo "make bench       limbs bench: every figure next to its baseline in one table, with the targets (BENCHFLAGS: its flags; docs/bench.md)"
 	@echo "make bench-go    the Go benchmarks against their baselines: round trip and throughput vs a raw PTY, sandboxes vs docker run/exec, bench-events"
+	@echo "make bench-checkpoints first checkpoint, 1-file change, restore, fork of 10 vs tar and docker commit"
 	@echo "make bench-events the event log in one table: ingest/s, follow latency, exec with and without the log, serve's RSS over EVENTS_MIB ($(EVENTS_MIB)) MiB of output"
 	@echo "make vet         gofmt, go vet and staticcheck"
 
@@ -58,6 +59,10 @@ bench-go: build
 bench-events: build
 	LIMBS_BENCH_EVENTS_MIB=$(EVENTS_MIB) LIMBS_BENCH_EVENTS_ROUNDS=$(EVENTS_ROUNDS) \
 		$(GO) test -run '^$$' -bench '^BenchmarkEvents$$' -benchtime 1x -timeout 30m ./internal/control
+
+# Acceptance 5 of the checkpoints issue: one table (internal/control/checkpoint_bench_test.go).
+bench-checkpoints: build
+	$(GO) test -run '^$$' -bench '^BenchmarkCheckpoints$$' -benchtime 1x -timeout 30m ./internal/control
 
 vet:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"

@@ -52,6 +52,7 @@ model called finish, 1 for every other stop (the last line says why),
 // agentFlags are the flags of limbs agent.
 type agentFlags struct {
 	cn            *conn
+	ckptEach      bool // --checkpoint-each-step (checkpoint.go)
 	image         string
 	model         string
 	baseURL       string
@@ -95,6 +96,7 @@ func parseAgentFlags(args []string) (*agentFlags, string, int, bool) {
 	fs.IntVar(&f.contextTokens, "context-tokens", 100_000, "the context window to keep the conversation in (old observations are shortened first)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&f.record, "record", "", "also write the run's agent.* events to this file as JSON lines (with --addr, the only record of the run)")
+	fs.BoolVar(&f.ckptEach, "checkpoint-each-step", false, "checkpoint the sandbox (limbs serve's) before each step's tool calls, as step-N: limbs rollback SANDBOX CP goes back to any")
 	f.batch = addBatchFlags(fs)
 	// The task may come before or after the flags.
 	var task []string
@@ -255,6 +257,10 @@ func runAgent(ctx context.Context, args []string) int {
 	}
 	if rec != nil {
 		cfg.Observer = agent.Observers{cfg.Observer, rec}
+	}
+	if cfg.Tools, cfg.Observer, err = agentCheckpoints(ctx, f.cn, f.ckptEach, cfg.Tools, cfg.Observer); err != nil {
+		fmt.Fprintf(os.Stderr, "limbs agent: %v\n", err)
+		return 2
 	}
 	defer closeRec()
 	if f.approve == "ask" {

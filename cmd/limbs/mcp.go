@@ -110,6 +110,14 @@ func runMCP(ctx context.Context, args []string) int {
 		}
 		ts = withSandboxes(ts, sb)
 	}
+	if cn.sandbox != "" {
+		sbs, err := controlOf(cn) // checkpoint.go
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "limbs mcp: %s\n", safeErr(err))
+			return 2
+		}
+		ts = withCheckpoints(ts, sbs, cn.sandbox)
+	}
 	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	_, err = cl.Health(hctx)
 	cancel()

@@ -86,6 +86,7 @@ func runServe(ctx context.Context, args []string) int {
 	evMaxSize := fs.String("events-max-size", "1GiB", "most each sandbox's event log keeps on disk (its oldest events go first); 0: no bound")
 	evMaxAge := fs.Duration("events-max-age", eventlog.DefaultMaxAge, "oldest events each sandbox's event log keeps; 0: no bound")
 	evKeepDeleted := fs.Duration("events-keep-deleted", eventlog.DefaultKeepDeleted, "how long a deleted sandbox's event log stays readable (limbs events)")
+	checkpointTTLFlag := fs.Duration("checkpoint-ttl", control.DefaultCheckpointTTL, "how long a checkpoint is kept when its create names no ttl (its sandbox deleted or not); 0: until deleted (docs/checkpoints.md)")
 	evFollow := fs.Bool("events-follow", true, "follow each running sandbox's limbsd journal into the event log (commands, output, input, files); false keeps only limbs serve's own events")
 	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
 	if code, ok := parseFlagsOnly(fs, args, "serve"); !ok {
@@ -144,7 +145,7 @@ func runServe(ctx context.Context, args []string) int {
 		http:      control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},
 		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1], mcp: mcpFlags,
 		metricsPublic: *metricsPublic,
-		secrets:       secrets, eventsMaxSize: evSize, eventsMaxAge: ageBound, eventsKeepDeleted: *evKeepDeleted,
+		secrets:       secrets, eventsMaxSize: evSize, eventsMaxAge: ageBound, eventsKeepDeleted: *evKeepDeleted, checkpointTTL: ckptTTL(*checkpointTTLFlag),
 		eventsFollow: *evFollow,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
@@ -167,6 +168,7 @@ type serveConfig struct {
 	secrets                                              *secret.Set
 	eventsMaxSize                                        int64 // -1: no bound
 	eventsMaxAge, eventsKeepDeleted                      time.Duration
+	checkpointTTL                                        time.Duration
 	eventsFollow                                         bool // follow limbsd's journals (--events-follow)
 }
 
@@ -261,6 +263,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		EventsMaxSize:     cfg.eventsMaxSize,
 		EventsMaxAge:      cfg.eventsMaxAge,
 		EventsKeepDeleted: cfg.eventsKeepDeleted,
+		CheckpointTTL:     cfg.checkpointTTL,
 		NoEventFollow:     !cfg.eventsFollow,
 		Secrets:           cfg.secrets,
 	})
@@ -383,4 +386,13 @@ func parseFlagsOnly(fs *flag.FlagSet, args []string, verb string) (code int, ok 
 		return 2, false
 	}
 	return 0, true
+}
+
+// ckptTTL maps --checkpoint-ttl to Options.CheckpointTTL: 0 (keep until
+// deleted) is a negative TTL there.
+func ckptTTL(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

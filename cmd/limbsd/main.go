@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/limbs-dev/limbs/internal/checkpoint"
 	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/files"
 	"github.com/limbs-dev/limbs/internal/journal"
@@ -246,7 +247,8 @@ func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 			log.Warn("the workspace watcher cannot start: the journal records no file.changed events", "err", err)
 		}
 	}()
-	api := runtime.New(runtime.Options{Token: cfg.token, Manager: mgr, Files: fsrv, Journal: jrn, Logger: log})
+	ckpt := checkpoint.NewDaemon(checkpoint.Options{Workdir: cfg.workdir, Skip: []string{cfg.stateDir}, Sessions: mgr, Logger: log})
+	api := runtime.New(runtime.Options{Token: cfg.token, Manager: mgr, Files: fsrv, Journal: jrn, Checkpoint: ckpt, Logger: log})
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -15,7 +15,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, err)
 		return
 	}
-	sb, err := s.Create(r.Context(), req)
+	create := s.Create
+	if req.FromCheckpoint != "" {
+		create = s.CreateFromCheckpoint // checkpoints.go
+	}
+	sb, err := create(r.Context(), req)
 	if err != nil {
 		wire.WriteError(w, err)
 		return

@@ -143,6 +143,10 @@ type Options struct {
 	// serve --events-follow=false): the log then holds the control
 	// plane's own events only.
 	NoEventFollow bool
+	// CheckpointTTL is how long a checkpoint is kept when its create
+	// names no ttl (limbs serve --checkpoint-ttl); 0: DefaultCheckpointTTL,
+	// < 0: until deleted.
+	CheckpointTTL time.Duration
 	// Secrets, when set, collects the sandboxes' secret values, so that
 	// the caller can mask them in what it writes too (limbs serve's log
 	// handler); the Plane masks them in its own log lines, events and
@@ -185,6 +189,8 @@ type Plane struct {
 	followClosed bool
 	followWG     sync.WaitGroup
 	observer     atomic.Pointer[EventObserver]
+
+	ck checkpoints // checkpoints.go
 }
 
 // Server serves the Control plane part of the API over its Plane. It is an
@@ -331,6 +337,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/sandboxes/{id}/events", s.handleAppendEvents) // agentevents.go
 	m.HandleFunc("GET /v1/events", s.handleAllEvents)
 	m.HandleFunc("GET /v1/stats", s.handleUsage) // usage.go
+	s.checkpointRoutes(m) // checkpoints.go
 	m.HandleFunc("GET /v1/sandboxes/{id}/health", s.handleForward)
 	m.HandleFunc("/v1/sandboxes/{id}/sessions", s.handleForward)
 	m.HandleFunc("/v1/sandboxes/{id}/sessions/", s.handleForward)

@@ -72,7 +72,11 @@ func (s *Plane) Remove(ctx context.Context, idOrName string) error {
 	if err != nil {
 		return err
 	}
-	return s.remove(ctx, e)
+	if err := s.remove(ctx, e); err != nil {
+		return err
+	}
+	s.forgetScans(e.rec.ID) // checkpoints.go; its checkpoints stay
+	return nil
 }
 
 // Dial returns the way to the limbsd of a running sandbox; a sandbox that

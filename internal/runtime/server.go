@@ -42,7 +42,11 @@ type Options struct {
 	// Journal serves GET /v1/events and records the file API's changes
 	// (events.go). Optional: when nil, GET /v1/events answers 503.
 	Journal *journal.Journal
-	Logger  *slog.Logger
+	// Checkpoint serves /v1/checkpoint/scan and /v1/checkpoint/restore
+	// (package checkpoint), for the control plane. Optional: when nil
+	// those routes answer 503.
+	Checkpoint http.Handler
+	Logger     *slog.Logger
 }
 
 // Server is the limbsd HTTP API. It implements http.Handler.
@@ -122,6 +126,13 @@ func New(opts Options) *Server {
 	files = journalFiles(opts.Journal, files)
 	s.mux.Handle("/v1/files", s.authenticated(files))
 	s.mux.Handle("/v1/files/", s.authenticated(files))
+	ckpt := opts.Checkpoint
+	if ckpt == nil {
+		ckpt = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			wire.WriteError(w, fmt.Errorf("this daemon was started without checkpoints: %w", wire.ErrUnavailable))
+		})
+	}
+	s.mux.Handle("POST /v1/checkpoint/", s.authenticated(ckpt))
 	s.mux.HandleFunc("/", s.notFound)
 	return s
 }

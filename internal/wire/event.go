@@ -38,6 +38,11 @@ const (
 	EventSandboxAdopted        EventType = "sandbox.adopted"
 	EventSandboxMissing        EventType = "sandbox.missing"
 	EventSandboxDeleted        EventType = "sandbox.deleted"
+	// Checkpoints (docs/checkpoints.md); data is CheckpointData.
+	EventCheckpointCreated  EventType = "checkpoint.created"
+	EventCheckpointRestored EventType = "checkpoint.restored"
+	EventCheckpointDeleted  EventType = "checkpoint.deleted"
+	EventSandboxForked      EventType = "sandbox.forked"
 	// An API call on the control plane: APICallData.
 	EventAPICall EventType = "api.call"
 
@@ -237,4 +242,16 @@ type JournalInfo struct {
 	// event appended.
 	First uint64 `json:"first"`
 	Next  uint64 `json:"next"`
+}
+
+// CheckpointData is the data of checkpoint.* and sandbox.forked events.
+type CheckpointData struct {
+	Checkpoint string   `json:"checkpoint"`
+	Name       string   `json:"name,omitempty"`
+	Size       int64    `json:"size,omitempty"`
+	FrozenMS   int64    `json:"frozen_ms,omitempty"`
+	Written    int      `json:"written,omitempty"`
+	Removed    int      `json:"removed,omitempty"`
+	Sandboxes  []string `json:"sandboxes,omitempty"`
+	From       string   `json:"from,omitempty"`
 }

@@ -300,6 +300,10 @@ type CreateSandbox struct {
 	// --max-session-disk); 0: limbs serve's default.
 	MaxDiskMB        int64 `json:"max_disk_mb,omitempty"`
 	MaxSessionDiskMB int64 `json:"max_session_disk_mb,omitempty"`
+	// FromCheckpoint ("sb_.../cp_...") creates the sandbox like the one the
+	// checkpoint was taken of (the fields set here win) and restores the
+	// checkpoint into it (docs/checkpoints.md).
+	FromCheckpoint string `json:"from_checkpoint,omitempty"`
 }
 
 // Limits are the resource limits a sandbox runs under.

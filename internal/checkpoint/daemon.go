@@ -1,0 +1,354 @@
+package checkpoint
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Sessions is what a Daemon needs of limbsd's sessions (shell.Manager).
+type Sessions interface {
+	States() []wire.SessionState
+	Reinstate(ctx context.Context, states []wire.SessionState) ([]string, error)
+}
+
+// Options configure a Daemon.
+type Options struct {
+	// Workdir is the root scanned when a request names none.
+	Workdir string
+	// Skip are absolute paths never scanned nor removed (limbsd's state).
+	Skip     []string
+	Sessions Sessions
+	Logger   *slog.Logger
+}
+
+// Daemon serves limbsd's side of checkpoints:
+//
+//	POST /v1/checkpoint/scan?root=ABS&base=SCAN&content=1&hold=1
+//	POST /v1/checkpoint/restore   (body: a restore stream)
+//
+// A scan answers a stream: an E record for every path that changed since
+// the scan named by base (every path when base is not the daemon's last
+// scan), with content when asked, a D record for every path gone, the
+// sessions (S) and a trailer (Z, ScanEnd). With hold=1 the sandbox stays
+// frozen after the answer until a restore (or holdMax).
+type Daemon struct {
+	opts   Options
+	log    *slog.Logger
+	freeze *freezer
+
+	mu     sync.Mutex // guards the fields below; held for a whole scan or restore
+	last   table      // the last scan with content, or restore
+	lastID string
+	hold   *frozen
+	holdT  *time.Timer
+}
+
+// holdMax is how long a hold=1 scan keeps the sandbox frozen at most.
+const holdMax = 10 * time.Second
+
+// ScanEnd is a scan's trailer.
+type ScanEnd struct {
+	Scan     string   `json:"scan,omitempty"` // this scan's id, the base of the next
+	Base     string   `json:"base,omitempty"` // the base used: only changes were sent
+	Roots    []string `json:"roots"`
+	FrozenMS int64    `json:"frozen_ms"`
+	StopMS   int64    `json:"stop_ms"` // of FrozenMS, the time to stop every process
+	WalkMS   int64    `json:"walk_ms"` // of FrozenMS, the walk
+	Files    int      `json:"files"`
+	Sent     int64    `json:"sent"`
+	Skipped  int      `json:"skipped,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
+
+// RestoreHeader is the H record that starts a restore stream.
+type RestoreHeader struct {
+	Roots    []string            `json:"roots"`
+	Base     string              `json:"base,omitempty"` // the scan FlagKeep entries were planned from
+	Sessions []wire.SessionState `json:"sessions,omitempty"`
+}
+
+// RestoreResult is the answer of a restore.
+type RestoreResult struct {
+	Scan     string   `json:"scan"`
+	Written  int      `json:"written"`
+	Removed  int      `json:"removed"`
+	Bytes    int64    `json:"bytes"`
+	FrozenMS int64    `json:"frozen_ms"`
+	Sessions []string `json:"sessions"`
+	Warning  string   `json:"warning,omitempty"`
+}
+
+// NewDaemon returns limbsd's checkpoint handler.
+func NewDaemon(opts Options) *Daemon {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Daemon{opts: opts, log: opts.Logger, freeze: newFreezer()}
+}
+
+func (d *Daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/checkpoint/scan"):
+		d.scan(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/checkpoint/restore"):
+		d.restore(w, r)
+	default:
+		wire.WriteError(w, fmt.Errorf("no route %s %s; use POST /v1/checkpoint/scan or /v1/checkpoint/restore: %w", r.Method, r.URL.Path, wire.ErrNotFound))
+	}
+}
+
+// roots checks the absolute roots asked for (the workdir when none).
+func (d *Daemon) roots(list []string) ([]string, error) {
+	if len(list) == 0 {
+		list = []string{d.opts.Workdir}
+	}
+	var out []string
+	for _, r := range list {
+		if !filepath.IsAbs(r) || filepath.Clean(r) != r || r == "/" {
+			return nil, fmt.Errorf("path %q: a checkpoint path must be an absolute clean path other than /: %w", r, wire.ErrBadRequest)
+		}
+		rel := strings.TrimPrefix(r, "/")
+		for _, o := range out {
+			if Under(rel, o) || Under(o, rel) {
+				return nil, fmt.Errorf("paths %q and %q overlap: name one of them: %w", "/"+o, r, wire.ErrBadRequest)
+			}
+		}
+		out = append(out, rel)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (d *Daemon) skipSet() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range d.opts.Skip {
+		if abs, err := filepath.Abs(s); err == nil {
+			m[strings.TrimPrefix(abs, "/")] = true
+		}
+	}
+	return m
+}
+
+func newScanID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "scan_" + hex.EncodeToString(b)
+}
+
+// release ends a hold; d.mu is held.
+func (d *Daemon) releaseLocked() time.Duration {
+	if d.holdT != nil {
+		d.holdT.Stop()
+		d.holdT = nil
+	}
+	t := d.hold.thaw()
+	d.hold = nil
+	return t
+}
+
+func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	roots, err := d.roots(q["root"])
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	content := q.Get("content") != "0"
+	hold := q.Get("hold") == "1"
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.releaseLocked()
+	s := &scanner{next: table{}, content: content, skip: d.skipSet()}
+	end := ScanEnd{Roots: make([]string, len(roots))}
+	for i, r := range roots {
+		end.Roots[i] = "/" + r
+	}
+	if b := q.Get("base"); b != "" && b == d.lastID && d.last != nil {
+		s.base = d.last
+		end.Base = b
+	}
+	w.Header().Set("Content-Type", "application/x-limbs-checkpoint")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 256<<10)
+	s.w = bw
+	fz := d.freeze.freeze()
+	end.StopMS = time.Since(fz.start).Milliseconds()
+	thawed := false
+	defer func() {
+		if !thawed {
+			fz.thaw()
+		}
+	}()
+	var werr error
+	for _, root := range roots {
+		if werr = s.scanRoot("/" + root); werr != nil {
+			break
+		}
+	}
+	end.WalkMS = time.Since(fz.start).Milliseconds() - end.StopMS
+	// Only the roots' paths count as removed.
+	if werr == nil && s.base != nil {
+		var gone []string
+		for p := range s.base {
+			if _, ok := s.next[p]; !ok {
+				for _, root := range roots {
+					if Under(p, root) {
+						gone = append(gone, p)
+					}
+				}
+			}
+		}
+		sort.Strings(gone)
+		for _, p := range gone {
+			if _, werr = bw.Write(AppendRemoved(nil, p)); werr != nil {
+				break
+			}
+		}
+	}
+	states := []wire.SessionState{}
+	if d.opts.Sessions != nil {
+		states = d.opts.Sessions.States()
+	}
+	if hold && werr == nil {
+		d.hold = fz
+		d.holdT = time.AfterFunc(holdMax, func() {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if d.hold == fz {
+				d.releaseLocked()
+			}
+		})
+		thawed = true
+		end.FrozenMS = time.Since(fz.start).Milliseconds()
+	} else {
+		thawed = true
+		end.FrozenMS = fz.thaw().Milliseconds()
+	}
+	end.Files, end.Sent, end.Skipped = s.files, s.sent, s.skipped
+	switch {
+	case werr != nil:
+		end.Error = werr.Error()
+	case s.err != nil:
+		end.Error = s.err.Error()
+	}
+	if end.Error == "" && content {
+		d.last, d.lastID = s.next, newScanID()
+		end.Scan = d.lastID
+	} else if end.Error != "" {
+		d.last, d.lastID = nil, ""
+	}
+	js, _ := json.Marshal(states)
+	_, _ = bw.Write(AppendJSON(nil, KindState, js))
+	js, _ = json.Marshal(end)
+	_, _ = bw.Write(AppendJSON(nil, KindEnd, js))
+	_ = bw.Flush()
+	if end.Error != "" {
+		d.log.Warn("checkpoint scan failed", "err", end.Error)
+	}
+}
+
+func (d *Daemon) restore(w http.ResponseWriter, r *http.Request) {
+	rd := NewReader(r.Body, Limits{MaxEntries: DefaultLimits.MaxEntries, MaxFile: 1 << 62, MaxTotal: 1 << 62, MaxLine: DefaultLimits.MaxLine, MaxState: DefaultLimits.MaxState})
+	rec, err := rd.Next()
+	if err != nil || rec.Kind != KindHeader {
+		wire.WriteError(w, fmt.Errorf("a restore stream starts with its header (H): %v: %w", err, wire.ErrBadRequest))
+		return
+	}
+	var h RestoreHeader
+	if err := json.Unmarshal(rec.JSON, &h); err != nil {
+		wire.WriteError(w, fmt.Errorf("restore header: %v: %w", err, wire.ErrBadRequest))
+		return
+	}
+	roots, err := d.roots(h.Roots)
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fz := d.hold
+	d.hold = nil
+	if d.holdT != nil {
+		d.holdT.Stop()
+		d.holdT = nil
+	}
+	if fz == nil {
+		fz = d.freeze.freeze()
+	}
+	defer fz.thaw()
+	a := &applier{roots: roots, skip: d.skipSet(), chown: os.Geteuid() == 0, want: map[string]bool{}, next: table{}}
+	if h.Base != "" && h.Base == d.lastID {
+		a.base = d.last
+	}
+	// Whatever happens now, the last scan no longer tells what is on disk.
+	d.last, d.lastID = nil, ""
+	err = d.apply(a, rd)
+	a.close()
+	if err != nil {
+		fz.thaw()
+		if errors.Is(err, errStale) {
+			err = fmt.Errorf("%v; restore again: %w", err, wire.ErrConflict)
+		} else if errors.Is(err, ErrInvalid) {
+			err = fmt.Errorf("%v: %w", err, wire.ErrBadRequest)
+		} else {
+			err = fmt.Errorf("restoring: %w", err)
+		}
+		d.log.Warn("checkpoint restore failed", "err", err)
+		wire.WriteError(w, err)
+		return
+	}
+	// What is on disk now is the next scan's base.
+	res := RestoreResult{Written: a.written, Removed: a.removed, Bytes: a.bytes, Sessions: []string{}}
+	d.last, d.lastID = a.next, newScanID()
+	res.Scan = d.lastID
+	res.FrozenMS = fz.thaw().Milliseconds()
+	if d.opts.Sessions != nil && len(h.Sessions) > 0 {
+		ids, err := d.opts.Sessions.Reinstate(r.Context(), h.Sessions)
+		res.Sessions = append(res.Sessions, ids...)
+		if err != nil {
+			res.Warning = err.Error()
+		}
+	}
+	wire.WriteJSON(w, http.StatusOK, res)
+}
+
+func (d *Daemon) apply(a *applier, rd *Reader) error {
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		switch rec.Kind {
+		case KindEntry:
+			if err := a.put(rec.Entry, rec.Flag, rd.Content()); err != nil {
+				return err
+			}
+		case KindEnd:
+		default:
+			return fmt.Errorf("record %c in a restore: %w", rec.Kind, ErrInvalid)
+		}
+	}
+	if err := a.prune(); err != nil {
+		return err
+	}
+	return a.finish()
+}

@@ -1,0 +1,240 @@
+package checkpoint
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// statKey is what tells a scan that a path is as it was: a file whose
+// size, mtime, ctime, inode and device are the same has the same content
+// (ctime cannot be set back by a program in the sandbox).
+type statKey struct {
+	typ              byte
+	mode             uint32
+	uid, gid         uint32
+	size, mtime, cti int64
+	ino, dev         uint64
+	link             string
+}
+
+// table is a scan's statKey of every path.
+type table map[string]statKey
+
+func keyOf(st *unix.Stat_t, link string) statKey {
+	k := statKey{
+		mode: st.Mode & 0o7777, uid: st.Uid, gid: st.Gid, size: st.Size,
+		mtime: st.Mtim.Nano(), cti: st.Ctim.Nano(), ino: st.Ino, dev: uint64(st.Dev), link: link,
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		k.typ = TypeFile
+	case unix.S_IFDIR:
+		k.typ = TypeDir
+		k.size = 0
+	case unix.S_IFLNK:
+		k.typ = TypeSymlink
+	}
+	return k
+}
+
+func entryOf(p string, k statKey) Entry {
+	return Entry{Path: p, Type: k.typ, Mode: k.mode, UID: int(k.uid), GID: int(k.gid), Size: k.size, Mtime: k.mtime, Link: k.link}
+}
+
+// openDir opens the absolute directory abs without following a symlink
+// in any of its components.
+func openDir(abs string) (int, error) {
+	fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range strings.Split(strings.Trim(abs, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		nfd, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, fmt.Errorf("opening %s (at %q; a symlink there is refused): %w", abs, c, err)
+		}
+		fd = nfd
+	}
+	return fd, nil
+}
+
+// readNames lists the directory fd (which stays open), sorted.
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+// scanner walks roots and writes a scan stream.
+type scanner struct {
+	w       *bufio.Writer
+	base    table // nil: send everything
+	next    table
+	content bool
+	skip    map[string]bool // relative paths not to enter
+	buf     []byte
+	copyBuf []byte
+	sent    int64
+	files   int
+	skipped int
+	err     error // the first file that could not be read whole
+}
+
+func (s *scanner) scanRoot(abs string) error {
+	rel := strings.TrimPrefix(filepath.Clean(abs), "/")
+	fd, err := openDir(abs)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if err := s.emit(rel, keyOf(&st, ""), -1, ""); err != nil {
+		return err
+	}
+	return s.walk(fd, rel, 0)
+}
+
+func (s *scanner) walk(fd int, rel string, depth int) error {
+	if depth > 256 {
+		return fmt.Errorf("%s: directories nested deeper than 256", rel)
+	}
+	names, err := readNames(fd)
+	if err != nil {
+		return fmt.Errorf("listing /%s: %w", rel, err)
+	}
+	for _, name := range names {
+		p := rel + "/" + name
+		if s.skip[p] {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return fmt.Errorf("stat /%s: %w", p, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			if err := s.emit(p, keyOf(&st, ""), fd, name); err != nil {
+				return err
+			}
+			cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("opening /%s: %w", p, err)
+			}
+			err = s.walk(cfd, p, depth+1)
+			unix.Close(cfd)
+			if err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			if err := s.emit(p, keyOf(&st, ""), fd, name); err != nil {
+				return err
+			}
+		case unix.S_IFLNK:
+			buf := make([]byte, MaxPath+1)
+			n, err := unix.Readlinkat(fd, name, buf)
+			if err != nil || n > MaxPath {
+				s.skipped++
+				continue
+			}
+			if err := s.emit(p, keyOf(&st, string(buf[:n])), fd, name); err != nil {
+				return err
+			}
+		default:
+			s.skipped++ // fifos, sockets, devices are not kept
+		}
+	}
+	return nil
+}
+
+// emit records p in the next table and writes it when it changed since
+// the base; a changed file's content follows when the scan carries it.
+func (s *scanner) emit(p string, k statKey, dirfd int, name string) error {
+	s.next[p] = k
+	if k.typ == TypeFile {
+		s.files++
+	}
+	if s.base != nil {
+		if old, ok := s.base[p]; ok && old == k {
+			return nil
+		}
+	}
+	e := entryOf(p, k)
+	flag := byte(FlagMeta)
+	if k.typ == TypeFile && s.content {
+		flag = FlagContent
+	}
+	s.buf = AppendEntry(s.buf[:0], &e, flag)
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
+	if flag != FlagContent {
+		return nil
+	}
+	n, err := s.copyFile(dirfd, name, k.size)
+	s.sent += n
+	if n < k.size {
+		// The stream promised Size bytes: keep it parseable, and fail the
+		// scan in its trailer.
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		if s.err == nil {
+			s.err = fmt.Errorf("reading /%s: %v (was it changed by a process outside the sandbox?)", p, err)
+		}
+		delete(s.next, p)
+		if _, werr := io.CopyN(s.w, zeros{}, k.size-n); werr != nil {
+			return werr
+		}
+	}
+	return nil
+}
+
+func (s *scanner) copyFile(dirfd int, name string, size int64) (int64, error) {
+	if size == 0 {
+		return 0, nil
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return 0, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if s.copyBuf == nil {
+		s.copyBuf = make([]byte, 256<<10)
+	}
+	n, err := io.CopyBuffer(s.w, io.LimitReader(struct{ io.Reader }{f}, size), s.copyBuf)
+	runtime.KeepAlive(f)
+	return n, err
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

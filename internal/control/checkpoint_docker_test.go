@@ -1,0 +1,106 @@
+package control_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/limbs-dev/limbs/internal/wire"
+)
+
+// Acceptance 1 to 4 of docs/checkpoints.md in a Docker sandbox: the
+// 10,000-file workspace restored exactly with its session; an agent that
+// removes everything it can write reaches no checkpoint; ten forks run
+// independently and are all removed.
+func TestDockerCheckpoints(t *testing.T) {
+	dir := stateDir(t)
+	dp := dockerOrSkip(t, dir)
+	p := newDockerPlane(t, dir, dp, nil)
+	ctx := context.Background()
+	sbs := p.c.Sandboxes()
+	sb, err := sbs.Create(ctx, wire.CreateSandbox{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sbs.Remove(context.Background(), sb.ID) })
+	checkpointAcceptance(t, p, sb.ID, 100<<20, "/tmp")
+
+	// Acceptance 2: the agent removes everything it may write, and looks
+	// for the store; the checkpoint is whole and restores.
+	c := p.sandboxClient(t, sb.ID)
+	cps, err := sbs.Checkpoints(ctx, sb.ID)
+	if err != nil || len(cps) < 2 {
+		t.Fatalf("checkpoints: %v %v", cps, err)
+	}
+	first := cps[0]
+	before := execIn(t, c, `L=/tmp/list-again; `+treeSum)
+	out := execIn(t, c, fmt.Sprintf(`id -u; ls -d %q 2>&1; for d in / /workspace /tmp /dev/shm "$HOME"; do rm -rf --no-preserve-root --one-file-system "$d" 2>/dev/null; done; test -e "$W/tree/d0/f0.txt" || echo gone`, dir+"/checkpoints"))
+	if !strings.Contains(out, "No such file") || !strings.HasSuffix(out, "gone") {
+		t.Fatalf("inside the sandbox after rm -rf: %q; want the store unreachable and the workspace empty", out)
+	}
+	if _, err := sbs.Restore(ctx, sb.ID, first.ID); err != nil {
+		t.Fatalf("restore after rm -rf: %v", err)
+	}
+	if got := execIn(t, c, `L=/tmp/list-again; `+treeSum); got != before {
+		t.Errorf("after rm -rf and a restore the tree differs")
+	}
+
+	// Acceptance 3: ten forks of the prepared sandbox (without its big
+	// file, to spare the shared disk).
+	execIn(t, c, `rm "$W/tree/big.bin"`)
+	prep, err := sbs.Checkpoint(ctx, sb.ID, wire.CreateCheckpoint{Name: "prepared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk, err := sbs.Fork(ctx, sb.ID, wire.Fork{Count: 10, Checkpoint: prep.ID})
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	t.Logf("10 forks of %d files took %d ms; disk used %d bytes", prep.Files, fk.DurationMS, fk.DiskBytes)
+	if len(fk.Sandboxes) != 10 || fk.DiskBytes < 10*prep.Size {
+		t.Fatalf("fork: %d sandboxes, disk %d", len(fk.Sandboxes), fk.DiskBytes)
+	}
+	var ids []string
+	for i, f := range fk.Sandboxes {
+		ids = append(ids, f.ID)
+		fc := p.sandboxClient(t, f.ID)
+		got := execIn(t, fc, fmt.Sprintf(`export W=%q; head -1 "$W/tree/d0/f0.txt"; echo fork%d > "$W/tree/mine"; ls "$W/tree" | wc -l`, strings.TrimSuffix(execIn(t, c, `echo "$W"`), "\n"), i))
+		if !strings.HasPrefix(got, "line one of 0") {
+			t.Errorf("fork %s: %q", f.ID, got)
+		}
+	}
+	for i, id := range ids {
+		fc := p.sandboxClient(t, id)
+		if got := execIn(t, fc, `cat "$W/tree/mine" 2>/dev/null || cat /workspace/tree/mine`); got != fmt.Sprintf("fork%d", i) {
+			t.Errorf("fork %s sees %q in its own file: the forks are not independent", id, got)
+		}
+	}
+	if got := execIn(t, c, `cat "$W/tree/mine" 2>&1; true`); !strings.Contains(got, "No such file") {
+		t.Errorf("the source sandbox sees a fork's write: %q", got)
+	}
+	for _, id := range ids {
+		if err := sbs.Remove(ctx, id); err != nil {
+			t.Errorf("removing fork %s: %v", id, err)
+		}
+	}
+	left := dockerLeftovers(t, p.srv.Instance())
+	if len(left) != 2 {
+		t.Errorf("after removing the forks, the instance holds %v; want only the source's container and volume", left)
+	}
+	// Checkpoints outlive their sandbox.
+	if err := sbs.Remove(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	after, err := sbs.Checkpoints(ctx, sb.ID)
+	if err != nil || len(after) != len(cps)+1 {
+		t.Fatalf("checkpoints of the deleted sandbox: %d, %v; want %d", len(after), err, len(cps)+1)
+	}
+	if !slices.ContainsFunc(after, func(c wire.Checkpoint) bool { return c.ID == prep.ID }) {
+		t.Error("the prepared checkpoint is gone with its sandbox")
+	}
+	if err := sbs.DeleteCheckpoint(ctx, sb.ID, prep.ID); err != nil {
+		t.Fatal(err)
+	}
+}
