@@ -52,7 +52,7 @@ func runBenchLoad(ctx context.Context, mode string, args []string) int {
 	fs.DurationVar(&opts.Duration, "duration", defDuration, "how long clients start new commands")
 	fs.DurationVar(&opts.Timeout, "timeout", time.Minute, "a command not ended by then counts as hung")
 	fs.Int64Var(&opts.Seed, "seed", 1, "seed of the choices of commands and faults")
-	fs.Int64Var(&opts.MemoryMB, "memory-mb", 0, "memory limit of each sandbox (default: the provider's; 512 for faults)")
+	fs.Int64Var(&opts.MemoryMB, "memory-mb", 0, "memory limit of each sandbox (default: the provider's; 256 for faults)")
 	jsonPath := fs.String("json", "", "also write the report as JSON to FILE")
 	var kinds string
 	if mode == "faults" {

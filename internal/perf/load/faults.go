@@ -91,6 +91,11 @@ func (r *run) inject(ctx context.Context, stop <-chan struct{}, firstRound chan<
 		}
 		f := r.fault(ctx, rng, kind)
 		r.logf("fault %s on %s%s", f.Kind, f.Target, map[bool]string{true: ": " + f.Err, false: ""}[f.Err != ""])
+		if f.Err == "" && (f.Kind == FaultLimbsdKill || f.Kind == FaultContainerRestart) {
+			if err := r.waitRecovered(ctx, f.Target, f.since, 2*time.Minute); err != nil {
+				f.Err = err.Error()
+			}
+		}
 		if err := r.waitRunning(ctx, 2*time.Minute); err != nil {
 			f.Err = strings.TrimPrefix(f.Err+"; ", "; ") + "not every sandbox ran again within 2 minutes: " + err.Error()
 		}
@@ -129,6 +134,33 @@ func (r *run) fault(ctx context.Context, rng *mrand.Rand, kind string) Fault {
 	return f
 }
 
+// waitRecovered waits until the sandbox's event log has its death and
+// its recovery since a moment.
+func (r *run) waitRecovered(ctx context.Context, id string, since time.Time, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		list, err := r.ctl.Events(ctx, id, client.EventsQuery{Types: "sandbox.*"})
+		died, recovered := false, false
+		for _, ev := range list.Events {
+			if ev.Time.Before(since.Add(-time.Second)) {
+				continue
+			}
+			died = died || ev.Type == wire.EventSandboxDied
+			recovered = recovered || (died && ev.Type == wire.EventSandboxRecovered)
+		}
+		if recovered {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("sandbox %s: no death and recovery in its event log within %s (died: %v, last error: %v)", id, within, died, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // killLimbsd sends SIGKILL to the limbsd of sandbox id: for Docker the
 // child of the container's init (the host PID the engine reports), for
 // the local provider the limbsd under this run's serve whose command
@@ -162,8 +194,9 @@ func (r *run) hog(ctx context.Context, id string) (string, error) {
 	defer c.HTTPClient().CloseIdleConnections()
 	hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	cmd := `python3 -c "b=[]
-while len(b) < 1024: b.append(b'x' * (8 << 20))"; echo "exit $?"`
+	// tail keeps the line it reads until its end, and /dev/zero has no
+	// newline: it grows until the memory limit's OOM killer ends it.
+	cmd := `head -c 8G /dev/zero | tail >/dev/null; echo "exit $?"`
 	res, err := c.Exec(hctx, "hog", wire.Exec{Command: cmd, Timeout: 60})
 	for i := 0; i < 20 && err == nil && res.Status == wire.StatusRunning; i++ {
 		yield := 10.0

@@ -51,7 +51,7 @@ type Options struct {
 	// limbsd this often (the soak).
 	Sample time.Duration
 	// MemoryMB is each sandbox's memory limit (default: the provider's;
-	// 512 with faults, so that a memory hog meets it soon).
+	// 256 with faults, so that a memory hog meets it soon).
 	MemoryMB int64
 	// Log gets progress lines (nil: none).
 	Log io.Writer
@@ -144,7 +144,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.FaultGap = max(time.Second, opts.Duration/12)
 	}
 	if opts.Faults && opts.MemoryMB == 0 {
-		opts.MemoryMB = 512
+		opts.MemoryMB = 256
 	}
 	r := &run{opts: opts, tokens: map[string]int{}, cut: make([]atomic.Bool, opts.Clients)}
 	r.logf = func(format string, args ...any) {
@@ -350,7 +350,9 @@ func commandText(kind, tok string) string {
 	case KindChatty:
 		return fmt.Sprintf("seq -f '%s %%g' 1 %d", tok, chattyLines)
 	case KindInput:
-		return `read -r -p 'ask> ' x; echo "got $x"`
+		// The no-op ":" puts the token in the command's text, where the
+		// event log finds it.
+		return ": " + tok + `; read -r -p 'ask> ' x; echo "got $x"`
 	case KindDisconnect:
 		return fmt.Sprintf("for i in $(seq 1 10); do echo %s $i; sleep 0.1; done", tok)
 	}
@@ -438,7 +440,7 @@ func (r *run) command(ctx context.Context, c *client.Client, rec *record) (strin
 				return out.String(), ctx.Err()
 			case rec.kind == KindDisconnect && callCtx.Err() != nil && rec.resumed == "":
 				// This client hung up: it follows its command again.
-				rec.resumed = "after its client hung up"
+				rec.resumed = strings.TrimPrefix(rec.resumed+", after its client hung up", ", ")
 				rec.lookup = true
 				res, err = c.Wait(ctx, rec.session, wait)
 				continue
@@ -446,8 +448,11 @@ func (r *run) command(ctx context.Context, c *client.Client, rec *record) (strin
 				if herr := r.sv.waitHealthy(ctx, r.opts.Timeout); herr != nil {
 					return out.String(), err
 				}
-				rec.resumed = "after limbs serve restarted"
+				rec.resumed = strings.TrimPrefix(rec.resumed+", after limbs serve restarted", ", ")
 				rec.lookup = true
+				// An input cut off with serve may never have been typed:
+				// a read still waiting gets it again.
+				answered = false
 				res, err = c.Wait(ctx, rec.session, wait)
 				continue
 			case errors.Is(err, wire.ErrNoCommand) && rec.lookup:
@@ -659,7 +664,7 @@ func (r *run) teardown(ctx context.Context) (left []string, goroutines int) {
 			left = append(left, "listing the sandboxes: "+err.Error())
 		}
 		var wg sync.WaitGroup
-		sem := make(chan struct{}, 4)
+		sem := make(chan struct{}, 8)
 		var mu sync.Mutex
 		for _, sb := range list {
 			wg.Go(func() {

@@ -42,7 +42,10 @@ type Report struct {
 	Goroutines [2]int   `json:"goroutines"`
 	Leftovers  []string `json:"leftovers,omitempty"`
 	Problems   []string `json:"problems,omitempty"`
-	Pass       bool     `json:"pass"`
+	// Growth lists the sampled figures that are not flat (also in
+	// Problems).
+	Growth []string `json:"growth,omitempty"`
+	Pass   bool     `json:"pass"`
 }
 
 // KindReport is one kind of command: how many of each outcome, and the
@@ -159,8 +162,12 @@ func (r *run) finish(rep *Report) {
 		rep.Slopes = slopes(rep.Samples, rep.Seconds)
 		for _, s := range rep.Slopes {
 			if !s.Flat {
-				rep.Problems = append(rep.Problems, fmt.Sprintf("%s grows %.3g %s per minute (threshold %.3g)", s.Name, s.PerMinute, s.Unit, s.Threshold))
+				rep.Growth = append(rep.Growth, fmt.Sprintf("%s grows %.3g %s per minute (threshold %.3g)", s.Name, s.PerMinute, s.Unit, s.Threshold))
 			}
+		}
+		rep.Problems = append(rep.Problems, rep.Growth...)
+		if len(rep.Samples) < 3 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("only %d samples: run the soak for longer than 3 --sample periods", len(rep.Samples)))
 		}
 	}
 	rep.Pass = len(rep.Problems) == 0
