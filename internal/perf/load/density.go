@@ -38,6 +38,7 @@ type FillStep struct {
 // sum of the sandboxes' memory cgroups.
 type DensityReport struct {
 	Provider string     `json:"provider"`
+	Machine  string     `json:"machine"`
 	Count    int        `json:"count"`
 	Created  int        `json:"created"`
 	Answered int        `json:"answered"` // sandboxes whose command answered with its token
@@ -89,7 +90,7 @@ func Density(ctx context.Context, opts DensityOptions) (*DensityReport, error) {
 		r.teardown(ctx)
 		return nil, err
 	}
-	rep := &DensityReport{Provider: opts.Provider, Count: opts.Count}
+	rep := &DensityReport{Provider: opts.Provider, Count: opts.Count, Machine: machine()}
 	memBefore, procsBefore := memAvailableKiB(), processCount()
 	serveRSS0, serveFDs0 := rssKiB(sv.pid()), fdCount(sv.pid())
 
@@ -256,8 +257,9 @@ func processCount() int {
 
 // Print writes the report as tables.
 func (rep *DensityReport) Print(w io.Writer) {
-	fmt.Fprintf(w, "limbs bench density: %d idle %s sandboxes with one session each (%d created, %d answered their command), filled in %.1f s\n\n",
+	fmt.Fprintf(w, "limbs bench density: %d idle %s sandboxes with one session each (%d created, %d answered their command), filled in %.1f s\n",
 		rep.Count, rep.Provider, rep.Created, rep.Answered, rep.Seconds)
+	fmt.Fprintf(w, "machine: %s at the start\n\n", rep.Machine)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sandboxes\tat s\tcreates/s\tp50 ms\tp99 ms\tmax ms\t")
 	for _, s := range rep.Steps {

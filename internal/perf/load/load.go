@@ -118,6 +118,8 @@ type run struct {
 	records []*record
 	tokens  map[string]int // token -> client, to name a foreign token
 	faults  []Fault
+
+	warnings map[string]int // serve's log, once it stopped
 }
 
 // Run runs the load (with faults, with samples) through a limbs serve of
@@ -153,6 +155,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	r.started = time.Now()
+	host := machine()
 	sv, err := startServe(ctx, opts.Limbs, opts.Provider)
 	if sv != nil {
 		r.sv = sv
@@ -163,7 +166,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		return nil, err
 	}
-	rep := &Report{Provider: opts.Provider, Clients: opts.Clients, Sandboxes: opts.Sandboxes, Seed: opts.Seed, Mode: "load"}
+	rep := &Report{Provider: opts.Provider, Clients: opts.Clients, Sandboxes: opts.Sandboxes, Seed: opts.Seed, Mode: "load", Machine: host}
 	switch {
 	case opts.Faults:
 		rep.Mode = "faults"
@@ -288,6 +291,7 @@ func (r *run) load(ctx context.Context, rep *Report) {
 	cap.Stop()
 	loadEnd := time.Now()
 	rep.Seconds = loadEnd.Sub(loadStart).Seconds()
+	rep.Load = loadAverage()
 	close(stop)
 	wg.Wait()
 	<-injected
@@ -732,6 +736,7 @@ func (r *run) teardown(ctx context.Context) (left []string, goroutines int) {
 	for _, p := range processesMentioning(sv.dir) {
 		left = append(left, "process "+p)
 	}
+	r.warnings = sv.warnings()
 	if len(left) == 0 {
 		_ = os.RemoveAll(sv.dir)
 	} else {

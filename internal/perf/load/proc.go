@@ -3,8 +3,10 @@ package load
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -118,4 +120,29 @@ func memAvailableKiB() int64 {
 		}
 	}
 	return 0
+}
+
+// loadAverage is the 1-minute load average from /proc/loadavg.
+func loadAverage() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// machine describes this host in one line: what the numbers were
+// measured on (cores, memory, kernel, the load before the run).
+func machine() string {
+	var memKiB int64
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			memKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return fmt.Sprintf("%d cores, %.1f GiB, Linux %s, load average %.1f", runtime.NumCPU(), float64(memKiB)/(1<<20), strings.TrimSpace(string(kernel)), loadAverage())
 }

@@ -20,6 +20,10 @@ type Report struct {
 	Sandboxes int     `json:"sandboxes"`
 	Seed      int64   `json:"seed"`
 	Seconds   float64 `json:"seconds"`
+	// Machine is the host, with its load average before the run; Load is
+	// the load average at the load's end.
+	Machine string  `json:"machine"`
+	Load    float64 `json:"load_average_end"`
 
 	Commands  int          `json:"commands"`
 	PerSecond float64      `json:"commands_per_second"`
@@ -41,7 +45,10 @@ type Report struct {
 	// removed (both 0 when unknown).
 	Goroutines [2]int   `json:"goroutines"`
 	Leftovers  []string `json:"leftovers,omitempty"`
-	Problems   []string `json:"problems,omitempty"`
+	// ServeLog counts the warnings and errors limbs serve logged, by
+	// message (faults make some; none fails the run).
+	ServeLog map[string]int `json:"serve_log,omitempty"`
+	Problems []string       `json:"problems,omitempty"`
 	// Growth lists the sampled figures that are not flat (also in
 	// Problems).
 	Growth []string `json:"growth,omitempty"`
@@ -126,6 +133,7 @@ func (r *run) finish(rep *Report) {
 		}
 	}
 	rep.Faults = r.faults
+	rep.ServeLog = r.warnings
 	if rep.Errors > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d commands count as errors (see examples)", rep.Errors))
 	}
@@ -182,8 +190,9 @@ func prefixed(p, s string) string {
 
 // Print writes the report as tables.
 func (rep *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "limbs bench %s: %d clients over %d %s sandboxes, %.1f s, seed %d\n\n",
+	fmt.Fprintf(w, "limbs bench %s: %d clients over %d %s sandboxes, %.1f s, seed %d\n",
 		rep.Mode, rep.Clients, rep.Sandboxes, rep.Provider, rep.Seconds, rep.Seed)
+	fmt.Fprintf(w, "machine: %s at the start, %.1f at the end\n\n", rep.Machine, rep.Load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\tcommands\tok\tfailed\twrong\thung\tuntyped\tresumed\tp50 ms\tp90 ms\tp99 ms\tmin ms\tmax ms\t")
 	for _, k := range rep.Kinds {
@@ -234,6 +243,17 @@ func (rep *Report) Print(w io.Writer) {
 		fmt.Fprintln(w, "left over: nothing (containers and volumes of the instance, sandbox directories, processes)")
 	} else {
 		fmt.Fprintf(w, "left over:\n  %s\n", strings.Join(rep.Leftovers, "\n  "))
+	}
+	if len(rep.ServeLog) > 0 {
+		fmt.Fprintln(w, "limbs serve logged (warnings and errors, by message):")
+		keys := make([]string, 0, len(rep.ServeLog))
+		for k := range rep.ServeLog {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %5d  %s\n", rep.ServeLog[k], k)
+		}
 	}
 	for _, e := range rep.Examples {
 		fmt.Fprintf(w, "error: %s\n", e)

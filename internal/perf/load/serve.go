@@ -236,3 +236,26 @@ func (s *serve) logTail() string {
 	}
 	return string(b)
 }
+
+// warnings counts the warnings and errors serve logged, by message.
+func (s *serve) warnings() map[string]int {
+	b, _ := os.ReadFile(s.logPath)
+	out := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") {
+			continue
+		}
+		msg := line
+		if _, rest, ok := strings.Cut(line, "msg="); ok {
+			if unq, err := strconv.QuotedPrefix(rest); err == nil {
+				msg, _ = strconv.Unquote(unq)
+			} else {
+				msg, _, _ = strings.Cut(rest, " ")
+			}
+		}
+		if len(out) < 50 || out[msg] > 0 {
+			out[msg]++
+		}
+	}
+	return out
+}
