@@ -57,6 +57,7 @@ func runBenchLoad(ctx context.Context, mode string, args []string) int {
 	var kinds string
 	if mode == "faults" {
 		fs.DurationVar(&opts.FaultGap, "fault-gap", 0, "mean time between faults, after each one's recovery (default duration/12)")
+		fs.BoolVar(&opts.Overlap, "overlap", false, "inject each fault without waiting for the recovery of the one before")
 		fs.StringVar(&kinds, "kinds", "", "comma-separated fault kinds (default all: "+strings.Join(load.FaultKinds("docker"), ",")+")")
 	}
 	if mode == "soak" {

@@ -91,6 +91,12 @@ func (r *run) inject(ctx context.Context, stop <-chan struct{}, firstRound chan<
 		}
 		f := r.fault(ctx, rng, kind)
 		r.logf("fault %s on %s%s", f.Kind, f.Target, map[bool]string{true: ": " + f.Err, false: ""}[f.Err != ""])
+		if r.opts.Overlap {
+			r.mu.Lock()
+			r.faults = append(r.faults, f)
+			r.mu.Unlock()
+			continue
+		}
 		if f.Err == "" && (f.Kind == FaultLimbsdKill || f.Kind == FaultContainerRestart) {
 			if err := r.waitRecovered(ctx, f.Target, f.since, 2*time.Minute); err != nil {
 				f.Err = err.Error()

@@ -47,6 +47,9 @@ type Options struct {
 	// FaultGap is the mean time between the end of one fault's recovery
 	// and the next fault (default Duration/12, at least 1 s).
 	FaultGap time.Duration
+	// Overlap injects each fault without waiting for the recovery of
+	// the one before (a serve killed while it recovers a sandbox).
+	Overlap bool
 	// Sample, when set, samples RSS and open files of serve and of each
 	// limbsd this often (the soak).
 	Sample time.Duration
@@ -297,6 +300,11 @@ func (r *run) load(ctx context.Context, rep *Report) {
 	<-injected
 	<-sampled
 	r.logf("load ended: %d commands", r.done.Load())
+	if r.opts.Faults {
+		if err := r.waitRunning(ctx, 2*time.Minute); err != nil {
+			r.logf("after the load: %v", err)
+		}
+	}
 	r.resolve(ctx)
 	r.checkFaults(ctx)
 	rep.Samples = samples

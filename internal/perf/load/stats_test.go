@@ -45,3 +45,20 @@ func TestSlope(t *testing.T) {
 		}
 	}
 }
+
+// A token of another command in an output is a result delivered to the
+// wrong client: foreign names its owner.
+func TestForeignToken(t *testing.T) {
+	r := &run{tokens: map[string]int{"tk0000000000000001": 1, "tk0000000000000002": 2}}
+	own := &record{token: "tk0000000000000001"}
+	if got := r.foreign(own, expected(KindChatty, own.token)); got != "" {
+		t.Errorf("its own output: %q", got)
+	}
+	got := r.foreign(own, "tk0000000000000001\ntk0000000000000002\n")
+	if got != "holds token tk0000000000000002 of client 2" {
+		t.Errorf("another's token: %q", got)
+	}
+	if got := r.foreign(own, "tk00000000000000ff"); got != "holds token tk00000000000000ff of no command" {
+		t.Errorf("an unknown token: %q", got)
+	}
+}
