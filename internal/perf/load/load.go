@@ -442,6 +442,8 @@ func (r *run) command(ctx context.Context, c *client.Client, rec *record) (strin
 		ex.Until = &wire.Until{Output: &prompt}
 	}
 	res, err := c.Exec(callCtx, rec.session, ex)
+	// Only the cut this client made itself is a hang-up to follow.
+	hungUp := err != nil && callCtx.Err() != nil && ctx.Err() == nil && rec.kind == KindDisconnect
 	cancelCall()
 	var out strings.Builder
 	answered := false
@@ -450,8 +452,9 @@ func (r *run) command(ctx context.Context, c *client.Client, rec *record) (strin
 			switch {
 			case ctx.Err() != nil:
 				return out.String(), ctx.Err()
-			case rec.kind == KindDisconnect && callCtx.Err() != nil && rec.resumed == "":
+			case hungUp:
 				// This client hung up: it follows its command again.
+				hungUp = false
 				rec.resumed = strings.TrimPrefix(rec.resumed+", after its client hung up", ", ")
 				rec.lookup = true
 				res, err = c.Wait(ctx, rec.session, wait)
