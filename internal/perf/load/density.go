@@ -160,7 +160,7 @@ feed:
 			r.measureCgroups(ctx, rep)
 		}
 	}
-	r.logf("removing %d sandboxes", len(ids))
+	r.logf("removing every sandbox of this serve (%d fully created)", len(ids))
 	t0 := time.Now()
 	left, _ := r.teardown(ctx)
 	rep.RemoveSeconds = time.Since(t0).Seconds()
