@@ -98,12 +98,14 @@ func (r *run) inject(ctx context.Context, stop <-chan struct{}, firstRound chan<
 			continue
 		}
 		if f.Err == "" && (f.Kind == FaultLimbsdKill || f.Kind == FaultContainerRestart) {
-			if err := r.waitRecovered(ctx, f.Target, f.since, 2*time.Minute); err != nil {
+			// Bounded by limbs' own retries: a start that times out (2
+			// minutes, on an engine that crawls) is tried again.
+			if err := r.waitRecovered(ctx, f.Target, f.since, 5*time.Minute); err != nil {
 				f.Err = err.Error()
 			}
 		}
-		if err := r.waitRunning(ctx, 2*time.Minute); err != nil {
-			f.Err = strings.TrimPrefix(f.Err+"; ", "; ") + "not every sandbox ran again within 2 minutes: " + err.Error()
+		if err := r.waitRunning(ctx, 5*time.Minute); err != nil {
+			f.Err = strings.TrimPrefix(f.Err+"; ", "; ") + "not every sandbox ran again within 5 minutes: " + err.Error()
 		}
 		f.Settled = time.Since(f.since).Seconds()
 		r.mu.Lock()

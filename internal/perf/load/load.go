@@ -283,11 +283,11 @@ func (r *run) load(ctx context.Context, rep *Report) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	cap := time.NewTimer(3 * time.Minute)
+	cap := time.NewTimer(10 * time.Minute)
 	select {
 	case <-firstRound:
 	case <-cap.C:
-		r.logf("the first round of faults did not end within 3 minutes after the load's end")
+		r.logf("the first round of faults did not end within 10 minutes after the load's end")
 	case <-ctx.Done():
 	}
 	t.Stop()
@@ -301,7 +301,7 @@ func (r *run) load(ctx context.Context, rep *Report) {
 	<-sampled
 	r.logf("load ended: %d commands", r.done.Load())
 	if r.opts.Faults {
-		if err := r.waitRunning(ctx, 2*time.Minute); err != nil {
+		if err := r.waitRunning(ctx, 5*time.Minute); err != nil {
 			r.logf("after the load: %v", err)
 		}
 	}
