@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/limbs-dev/limbs/internal/agent"
-	"github.com/limbs-dev/limbs/internal/atif"
 	"github.com/limbs-dev/limbs/internal/agent/fakellm"
+	"github.com/limbs-dev/limbs/internal/atif"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )

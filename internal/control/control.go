@@ -337,7 +337,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/sandboxes/{id}/events", s.handleAppendEvents) // agentevents.go
 	m.HandleFunc("GET /v1/events", s.handleAllEvents)
 	m.HandleFunc("GET /v1/stats", s.handleUsage) // usage.go
-	s.checkpointRoutes(m) // checkpoints.go
+	s.checkpointRoutes(m)                        // checkpoints.go
 	m.HandleFunc("GET /v1/sandboxes/{id}/health", s.handleForward)
 	m.HandleFunc("/v1/sandboxes/{id}/sessions", s.handleForward)
 	m.HandleFunc("/v1/sandboxes/{id}/sessions/", s.handleForward)
