@@ -177,3 +177,48 @@ func TestDashboardLoginGuessesInTurn(t *testing.T) {
 		t.Errorf("%d wrong logins paused at once, want 1 at a time", m)
 	}
 }
+
+// TestDashboardAPIAnswersInert: an answer limbsd wrote (a sandbox's
+// file, a command's output) that a person opens in a tab cannot run
+// script in the dashboard's origin, nor set its cookies; and the cookie
+// opens no WebSocket but a terminal's.
+func TestDashboardAPIAnswersInert(t *testing.T) {
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What a hostile limbsd answers, passed on by the API's proxy.
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Set-Cookie", "limbs_dashboard=fixed; Path=/")
+		w.Header().Set("Content-Security-Policy", "script-src *")
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		io.WriteString(w, `<script>fetch('/ui/session')</script>`)
+	})
+	ts, c, _ := loggedIn(t, api)
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/sandboxes/x/files?path=/report.html", nil)
+	req.Header.Set("Sec-Fetch-Site", "none") // typed in the address bar
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 0 {
+		t.Errorf("the sandbox set a cookie on the dashboard's origin: %q", got)
+	}
+	if got := resp.Header.Values("Content-Security-Policy"); len(got) != 1 || !strings.Contains(got[0], "sandbox") || strings.Contains(got[0], "script-src") {
+		t.Errorf("Content-Security-Policy %q: want one, with sandbox and no script-src", got)
+	}
+	if got := resp.Header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+		t.Errorf("Cache-Control %q, want no-store", got)
+	}
+
+	req, _ = http.NewRequest("GET", ts.URL+"/v1/sandboxes/x/files/watch", nil)
+	for k, v := range map[string]string{"Origin": ts.URL, "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
+		req.Header.Set(k, v)
+	}
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a same-origin WebSocket to a proxied route with the cookie: %s, want 403", resp.Status)
+	}
+}

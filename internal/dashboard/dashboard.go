@@ -194,14 +194,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		defer context.AfterFunc(s.ctx, cancel)()
 		r = r.WithContext(ctx)
-		if id, sid, ok := attachRoute(p); ok && isWebSocket(r) && h.opts.Plane != nil {
+		if isWebSocket(r) {
+			// The one WebSocket of the pages, relayed here: a proxied
+			// upgrade would hand limbsd's headers to the browser.
+			id, sid, ok := attachRoute(p)
+			if !ok || h.opts.Plane == nil {
+				h.forbid(w, r, fmt.Errorf("the dashboard's session opens no WebSocket but a terminal's (/v1/sandboxes/ID/sessions/SID/attach)"))
+				return
+			}
 			h.serveAttach(w, r, id, sid) // attach.go: its output masked
 			return
 		}
 		r = r.Clone(r.Context())
 		r.Header.Del("Cookie")
 		r.Header.Set("Authorization", h.bearer)
-		h.opts.API.ServeHTTP(w, r)
+		h.opts.API.ServeHTTP(&apiAnswer{ResponseWriter: w, h: h}, r) // apianswer.go
 	default:
 		// Bearer clients, and anything else: the API as it always was. A
 		// cookie never reaches it (nor limbsd behind it).
