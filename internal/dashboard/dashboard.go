@@ -274,7 +274,7 @@ func sameOrigin(r *http.Request, mustHaveOrigin bool) error {
 		return nil
 	}
 	if o != ownOrigin(r) {
-		return fmt.Errorf("Origin %q is not this dashboard's (%s)", o, ownOrigin(r))
+		return fmt.Errorf("the request's Origin %q is not this dashboard's (%s)", o, ownOrigin(r))
 	}
 	return nil
 }
