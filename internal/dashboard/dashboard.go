@@ -18,6 +18,7 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -91,13 +92,26 @@ type Handler struct {
 	// terminals' output.
 	secretForms func() [][]byte
 
+	// login is held by one login's check of the token and, when it is
+	// wrong, its pause: guesses sent in parallel wait in turn, so that
+	// they cost loginPause each, not loginPause per batch.
+	login1 chan struct{}
+
 	mu       sync.Mutex
 	sessions map[[32]byte]*session // by the SHA-256 of the cookie's id
 }
 
+// pauseWrongLogin is what a wrong token waits (a variable for the tests).
+var pauseWrongLogin = func() { time.Sleep(loginPause) }
+
 type session struct {
 	csrf    string
 	expires time.Time
+	// ctx ends when the session does (logout, expiry, eviction): every
+	// request the cookie authenticated (an event stream, a terminal's
+	// WebSocket) ends with it, not only the requests that come after.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New returns the dashboard in front of opts.API. Close stops its
@@ -121,6 +135,7 @@ func New(opts Options) (*Handler, error) {
 		static:   http.StripPrefix("/assets/", http.FileServerFS(sub)),
 		login:    tpl,
 		sessions: map[[32]byte]*session{},
+		login1:   make(chan struct{}, 1),
 	}
 	h.secretForms = func() [][]byte { return nil }
 	if opts.Plane != nil {
@@ -167,17 +182,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveUI(w, r, s)
 	case r.Header.Get("Authorization") == "" && h.hasCookie(r) && strings.HasPrefix(p, "/v1/"):
 		// A request of the dashboard's pages to the API.
-		if _, ok := h.cookieAuth(w, r); !ok {
+		s, ok := h.cookieAuth(w, r)
+		if !ok {
 			return
 		}
-		if id, sid, ok := attachRoute(p); ok && isWebSocket(r) && h.opts.Plane != nil {
+		// The API's answers to a browser are not kept in its cache, nor
+		// sniffed into HTML or script.
+		h.secure(w)
+		w.Header().Set("Cache-Control", "no-store")
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(s.ctx, cancel)()
+		r = r.WithContext(ctx)
+		if isWebSocket(r) {
+			// The one WebSocket of the pages, relayed here: a proxied
+			// upgrade would hand limbsd's headers to the browser.
+			id, sid, ok := attachRoute(p)
+			if !ok || h.opts.Plane == nil {
+				h.forbid(w, r, fmt.Errorf("the dashboard's session opens no WebSocket but a terminal's (/v1/sandboxes/ID/sessions/SID/attach)"))
+				return
+			}
 			h.serveAttach(w, r, id, sid) // attach.go: its output masked
 			return
 		}
 		r = r.Clone(r.Context())
 		r.Header.Del("Cookie")
 		r.Header.Set("Authorization", h.bearer)
-		h.opts.API.ServeHTTP(w, r)
+		h.opts.API.ServeHTTP(&apiAnswer{ResponseWriter: w, h: h}, r) // apianswer.go
 	default:
 		// Bearer clients, and anything else: the API as it always was. A
 		// cookie never reaches it (nor limbsd behind it).
@@ -243,7 +274,7 @@ func sameOrigin(r *http.Request, mustHaveOrigin bool) error {
 		return nil
 	}
 	if o != ownOrigin(r) {
-		return fmt.Errorf("Origin %q is not this dashboard's (%s)", o, ownOrigin(r))
+		return fmt.Errorf("the request's Origin %q is not this dashboard's (%s)", o, ownOrigin(r))
 	}
 	return nil
 }
@@ -311,8 +342,9 @@ func (h *Handler) lookup(r *http.Request) *session {
 	if s == nil {
 		return nil
 	}
-	if time.Now().After(s.expires) {
+	if time.Now().After(s.expires) || s.ctx.Err() != nil {
 		delete(h.sessions, key)
+		s.cancel()
 		return nil
 	}
 	return s
@@ -322,12 +354,14 @@ func (h *Handler) lookup(r *http.Request) *session {
 func (h *Handler) newSession() (string, *session) {
 	id := randomString(32)
 	s := &session{csrf: randomString(32), expires: time.Now().Add(sessionTTL)}
+	s.ctx, s.cancel = context.WithDeadline(context.Background(), s.expires)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
 	for k, old := range h.sessions {
 		if now.After(old.expires) {
 			delete(h.sessions, k)
+			old.cancel()
 		}
 	}
 	for len(h.sessions) >= maxSessions { // the oldest go first
@@ -338,6 +372,7 @@ func (h *Handler) newSession() (string, *session) {
 				oldest, at = k, old.expires
 			}
 		}
+		h.sessions[oldest].cancel()
 		delete(h.sessions, oldest)
 	}
 	h.sessions[sha256.Sum256([]byte(id))] = s
@@ -395,8 +430,17 @@ func (h *Handler) serveLogin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		tok := strings.TrimSpace(r.PostForm.Get("token"))
-		if tok == "" || !h.token.Equal(tok) {
-			time.Sleep(loginPause)
+		select {
+		case h.login1 <- struct{}{}:
+		case <-r.Context().Done():
+			return
+		}
+		ok := tok != "" && h.token.Equal(tok)
+		if !ok {
+			pauseWrongLogin()
+		}
+		<-h.login1
+		if !ok {
 			h.opts.Logger.Warn("dashboard: a login with a wrong token", "remote", r.RemoteAddr)
 			h.renderLogin(w, http.StatusUnauthorized, "Wrong token. Use the token `limbs serve` printed or wrote to its state dir (STATE_DIR/token).")
 			return
@@ -424,8 +468,12 @@ func (h *Handler) serveLogout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, _ := r.Cookie(cookieName(r))
+	key := sha256.Sum256([]byte(c.Value))
 	h.mu.Lock()
-	delete(h.sessions, sha256.Sum256([]byte(c.Value)))
+	if s := h.sessions[key]; s != nil {
+		s.cancel() // its open streams and terminals end now
+	}
+	delete(h.sessions, key)
 	h.mu.Unlock()
 	h.setCookie(w, r, "", -1)
 	w.WriteHeader(http.StatusNoContent)
