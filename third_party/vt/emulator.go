@@ -86,7 +86,10 @@ func NewEmulator(w, h int) *Emulator {
 	t.scrs[1].cb = &t.cb
 	t.parser = ansi.NewParser()
 	t.parser.SetParamsSize(parser.MaxParamsSize)
-	t.parser.SetDataSize(1024 * 1024 * 4) // 4MB data buffer
+	// The data of one OSC/DCS/APC string: the screen needs titles and
+	// short sequences, and 4 MiB per session raised the daemon's heap
+	// goal (and RSS) by that much; longer strings are cut, not misparsed.
+	t.parser.SetDataSize(64 << 10)
 	t.parser.SetHandler(ansi.Handler{
 		Print:     t.handlePrint,
 		Execute:   t.handleControl,
