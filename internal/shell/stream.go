@@ -20,6 +20,47 @@ import (
 // least 8 MiB).
 const ringSize = 8 << 20
 
+// ringMin is the ring's first size. The ring grows (doubling, up to
+// ringSize) before it would lose a byte, so it keeps what a full-size one
+// keeps; an idle session's costs ringMin instead of ringSize, and the
+// garbage collector's heap goal, which the ring raises, stays low.
+const ringMin = 64 << 10
+
+// ringFor is the ring size that holds n bytes: ringMin doubled as often
+// as needed, at most ringSize.
+func ringFor(n int64) int64 {
+	c := int64(ringMin)
+	for c < n && c < ringSize {
+		c *= 2
+	}
+	return min(c, ringSize)
+}
+
+// memLowLocked is the offset from which the ring holds the output.
+func (s *stream) memLowLocked() int64 {
+	return max(s.memBase, s.end-int64(len(s.ring)))
+}
+
+// growLocked makes the ring hold at least n bytes (at most ringSize),
+// keeping what it holds at the same offsets.
+func (s *stream) growLocked(n int64) {
+	old := int64(len(s.ring))
+	if n <= old || old >= ringSize {
+		return
+	}
+	ring := make([]byte, ringFor(n))
+	size := int64(len(ring))
+	for off := s.memLowLocked(); off < s.end; {
+		i := off % old
+		k := min(old-i, s.end-off)
+		j := off % size
+		k = min(k, size-j)
+		copy(ring[j:j+k], s.ring[i:i+k])
+		off += k
+	}
+	s.ring = ring
+}
+
 // stream is a session's output stream: every byte the terminal showed,
 // markers removed, addressed by absolute offset. The newest ringSize bytes
 // live in memory; the rest is written to a file at its own offset, so that
@@ -75,7 +116,7 @@ func openStream(path string, pool *diskPool, limit int64, log *slog.Logger) (*st
 		f.Close()
 		return nil, err
 	}
-	s := &stream{file: f, ring: make([]byte, ringSize), notify: make(chan struct{}), pool: pool, limit: limit, block: 4096, log: log}
+	s := &stream{file: f, ring: make([]byte, ringMin), notify: make(chan struct{}), pool: pool, limit: limit, block: 4096, log: log}
 	// A restarted daemon continues the stream where the old one stopped;
 	// the tail of the old stream is reloaded into memory, and the holes
 	// the old one punched (or could not write) are found again.
@@ -97,9 +138,11 @@ func openStream(path string, pool *diskPool, limit int64, log *slog.Logger) (*st
 		}
 		s.memBase = from
 		buf := make([]byte, s.end-from)
+		s.ring = make([]byte, ringFor(s.end-from))
 		if _, err := f.ReadAt(buf, from); err == nil {
+			size := int64(len(s.ring))
 			for i, b := range buf {
-				s.ring[(from+int64(i))%ringSize] = b
+				s.ring[(from+int64(i))%size] = b
 			}
 		} else {
 			s.memBase = s.end
@@ -146,11 +189,13 @@ func (s *stream) append(p []byte) int64 {
 		s.writeLocked(p, s.end)
 		s.synced = s.end + int64(len(p))
 	}
+	s.growLocked(s.end + int64(len(p)) - s.memLowLocked())
+	size := int64(len(s.ring))
 	q := p
-	if len(q) > ringSize {
-		q = q[len(q)-ringSize:]
+	if int64(len(q)) > size {
+		q = q[int64(len(q))-size:]
 	}
-	at := (s.end + int64(len(p)-len(q))) % ringSize
+	at := (s.end + int64(len(p)-len(q))) % size
 	n := copy(s.ring[at:], q)
 	copy(s.ring, q[n:])
 	s.end += int64(len(p))
@@ -175,13 +220,14 @@ func (s *stream) syncLocked() {
 	if s.synced >= s.end || s.closed {
 		return
 	}
-	start := s.synced % ringSize
+	size := int64(len(s.ring))
+	start := s.synced % size
 	n := s.end - s.synced
-	if start+n <= ringSize {
+	if start+n <= size {
 		s.writeLocked(s.ring[start:start+n], s.synced)
 	} else {
 		s.writeLocked(s.ring[start:], s.synced)
-		s.writeLocked(s.ring[:start+n-ringSize], s.synced+ringSize-start)
+		s.writeLocked(s.ring[:start+n-size], s.synced+size-start)
 	}
 	s.synced = s.end
 }
@@ -352,8 +398,7 @@ func (s *stream) addHoleLocked(from, to int64) {
 // missingLocked is the first range of [from, to) that is neither in the
 // file nor in memory.
 func (s *stream) missingLocked(from, to int64) (span, bool) {
-	mem := max(s.memBase, s.end-ringSize)
-	to = min(to, mem)
+	to = min(to, s.memLowLocked())
 	for _, h := range s.holes {
 		if h.from >= to {
 			break
@@ -502,8 +547,8 @@ func (s *stream) readAt(p []byte, off int64) (int, error) {
 		}
 		p = p[:sp.from-off]
 	}
-	if off >= max(s.memBase, s.end-ringSize) {
-		start := off % ringSize
+	if off >= s.memLowLocked() {
+		start := off % int64(len(s.ring))
 		n := copy(p, s.ring[start:])
 		if n < len(p) {
 			n += copy(p[n:], s.ring)

@@ -25,6 +25,10 @@ type Emulator struct {
 	// Both main and alt screens and a pointer to the currently active screen.
 	scrs [2]Screen
 	scr  *Screen
+	// altSized says the alternate screen has the main one's size: it is
+	// 1x1 until first used, as most sessions never use it and a full one
+	// costs about 0.7 MiB (a 160x40 cell buffer).
+	altSized bool
 
 	// Character sets
 	charsets [4]CharSet
@@ -80,13 +84,16 @@ var _ Terminal = (*Emulator)(nil)
 func NewEmulator(w, h int) *Emulator {
 	t := new(Emulator)
 	t.scrs[0] = *NewScreen(w, h)
-	t.scrs[1] = *NewScreen(w, h)
+	t.scrs[1] = *NewScreen(1, 1) // sized on first use: setAltScreenMode
 	t.scr = &t.scrs[0]
 	t.scrs[0].cb = &t.cb
 	t.scrs[1].cb = &t.cb
 	t.parser = ansi.NewParser()
 	t.parser.SetParamsSize(parser.MaxParamsSize)
-	t.parser.SetDataSize(1024 * 1024 * 4) // 4MB data buffer
+	// The data of one OSC/DCS/APC string: the screen needs titles and
+	// short sequences, and 4 MiB per session raised the daemon's heap
+	// goal (and RSS) by that much; longer strings are cut, not misparsed.
+	t.parser.SetDataSize(64 << 10)
 	t.parser.SetHandler(ansi.Handler{
 		Print:     t.handlePrint,
 		Execute:   t.handleControl,
@@ -250,7 +257,9 @@ func (e *Emulator) Resize(width int, height int) {
 	}
 
 	e.scrs[0].Resize(width, height)
-	e.scrs[1].Resize(width, height)
+	if e.altSized {
+		e.scrs[1].Resize(width, height)
+	}
 	e.tabstops = uv.DefaultTabStops(width)
 
 	e.setCursor(x, y)

@@ -123,6 +123,11 @@ func (e *env) density(ctx context.Context) error {
 	}
 	var host, cgroup, limbsd, shim, bashIn []float64
 	for _, sb := range sbs {
+		if sb.Container == "" { // createOnce does not look it up
+			if sb.Container, err = perf.ContainerOf(ctx, sb.ID); err != nil {
+				return err
+			}
+		}
 		m, err := perf.MemoryOf(ctx, sb.Container)
 		if err != nil {
 			return err
