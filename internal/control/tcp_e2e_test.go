@@ -285,14 +285,14 @@ func TestTCPProviderConformance(t *testing.T) {
 	if err := c.JSON(ctx, http.MethodDelete, "/sandboxes/"+sb.ID, nil, nil); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
-	// The control plane made no directory for its sandboxes: its registry
-	// and its own event log are all there is.
+	// The control plane made no directory for its sandboxes: its registry,
+	// its own event log and its checkpoint store are all there is.
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if e.Name() != "limbs.db" && e.Name() != "events" {
+		if e.Name() != "limbs.db" && e.Name() != "events" && e.Name() != "checkpoints" {
 			t.Errorf("state dir holds %s: the control plane made something of a sandbox's", e.Name())
 		}
 	}
