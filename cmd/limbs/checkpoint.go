@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/agent"
@@ -21,31 +19,8 @@ func init() {
 	commands["checkpoint"] = command{summary: "checkpoint a sandbox's files and sessions (ls and rm list and delete checkpoints)", run: runCheckpoint}
 }
 
-// multiFlag is a repeatable string flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-// verbExit maps a verb's error to its exit status, printing it.
-func verbExit(name string, err error) int {
-	var ue usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		if ue.msg != "" {
-			fmt.Fprintf(os.Stderr, "limbs %s: %s\n", name, ue.msg)
-		}
-		return exitUsage
-	default:
-		fmt.Fprintf(os.Stderr, "limbs %s: %s\n", name, safeErr(err))
-		return 1
-	}
-}
-
 func runCheckpoint(ctx context.Context, args []string) int {
-	return verbExit("checkpoint", checkpointVerb(ctx, args))
+	return exitCode("checkpoint", checkpointVerb(ctx, args))
 }
 
 func checkpointVerb(ctx context.Context, args []string) error {
@@ -67,7 +42,7 @@ flags:
 	}
 	cc := controlFlags(fs)
 	name := fs.String("name", "", "the checkpoint's name")
-	var paths multiFlag
+	var paths listFlag
 	fs.Var(&paths, "path", "an absolute path to record (repeatable; default: the workspace)")
 	ttl := fs.Duration("ttl", 0, "keep it this long (default: limbs serve's --checkpoint-ttl)")
 	asJSON := fs.Bool("json", false, "print JSON")

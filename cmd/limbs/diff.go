@@ -13,7 +13,7 @@ func init() {
 }
 
 func runDiff(ctx context.Context, args []string) int {
-	return verbExit("diff", diffVerb(ctx, args))
+	return exitCode("diff", diffVerb(ctx, args))
 }
 
 func diffVerb(ctx context.Context, args []string) error {

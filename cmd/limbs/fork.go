@@ -13,7 +13,7 @@ func init() {
 }
 
 func runFork(ctx context.Context, args []string) int {
-	return verbExit("fork", forkVerb(ctx, args))
+	return exitCode("fork", forkVerb(ctx, args))
 }
 
 func forkVerb(ctx context.Context, args []string) error {

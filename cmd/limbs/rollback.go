@@ -12,7 +12,7 @@ func init() {
 }
 
 func runRollback(ctx context.Context, args []string) int {
-	return verbExit("rollback", rollbackVerb(ctx, args))
+	return exitCode("rollback", rollbackVerb(ctx, args))
 }
 
 func rollbackVerb(ctx context.Context, args []string) error {

@@ -18,7 +18,7 @@ func init() {
 }
 
 func runSnapshot(ctx context.Context, args []string) int {
-	return verbExit("snapshot", snapshotVerb(ctx, args))
+	return exitCode("snapshot", snapshotVerb(ctx, args))
 }
 
 // The labels limbs puts on a sandbox's container, which docker commit

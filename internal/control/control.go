@@ -161,8 +161,10 @@ type Options struct {
 // and returns errors wrapping the wire sentinels (wire.ErrNotFound, ...).
 type Plane struct {
 	opts Options
-	log  *slog.Logger
-	db   *store.DB
+	// usageCache is the last sweep of ResourceUsage (usage.go).
+	usageCache usageCache
+	log        *slog.Logger
+	db         *store.DB
 	// events is the durable event log of every sandbox (eventlog.go);
 	// secrets, every sandbox's secret values, masked wherever the Plane
 	// writes.

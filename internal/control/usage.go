@@ -52,12 +52,7 @@ type usageCache struct {
 	prev map[string]sandbox.Stats
 }
 
-var usageCaches sync.Map // *Plane -> *usageCache
-
-func (s *Plane) usage() *usageCache {
-	c, _ := usageCaches.LoadOrStore(s, &usageCache{prev: map[string]sandbox.Stats{}})
-	return c.(*usageCache)
-}
+func (s *Plane) usage() *usageCache { return &s.usageCache }
 
 // ResourceUsage samples every running sandbox whose provider measures
 // (StatsProvider), usageWorkers at a time, each within usageTimeout; a
