@@ -131,23 +131,7 @@ func execRounds(ctx context.Context, c *client.Client, session, command, want st
 		}
 		return d, nil
 	}
-	for range 10 {
-		if _, err := one(); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]time.Duration, 0, rounds)
-	for range rounds {
-		if err := ctx.Err(); err != nil {
-			return out, err
-		}
-		d, err := one()
-		if err != nil {
-			return out, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
+	return timeRounds(ctx, 10, rounds, one)
 }
 
 // bearer adds the token to each request of the MCP client.
@@ -199,7 +183,14 @@ func mcpRounds(ctx context.Context, cs *sdk.ClientSession, command, want string,
 		}
 		return d, nil
 	}
-	for range 5 {
+	return timeRounds(ctx, 5, rounds, one)
+}
+
+// timeRounds runs one warm times untimed, then rounds times, and returns
+// the durations one measured; it stops at the first error or when ctx
+// ends, returning what it has.
+func timeRounds(ctx context.Context, warm, rounds int, one func() (time.Duration, error)) ([]time.Duration, error) {
+	for range warm {
 		if _, err := one(); err != nil {
 			return nil, err
 		}
