@@ -326,8 +326,11 @@ func realServe(t *testing.T, flags ...string) (string, *os.Process) {
 			t.Logf("limbs serve output:\n%s", logs.String())
 		}
 	})
+	// No kept-alive connection is left behind: tests count the server's
+	// open connections.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	testbin.Eventually(t, "limbs serve answers", 30*time.Second, func() bool {
-		resp, err := http.Get("http://" + addr + "/v1/health")
+		resp, err := hc.Get("http://" + addr + "/v1/health")
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -419,32 +422,42 @@ func TestServeClosesIdleConnections(t *testing.T) {
 	}
 
 	// The cap itself, with timeouts long enough that nothing frees a
-	// place meanwhile: 50 silent connections, and the 51st is answered
-	// 503 and closed at once.
-	addr, _ = realServe(t, "--idle-timeout", "1m", "--header-timeout", "1m", "--max-conns", "50")
+	// place meanwhile: 50 connections that each had a request answered
+	// (so the server has surely accepted and counted them) and now idle,
+	// and the 51st is answered 503 and closed at once.
+	addr, _ = realServe(t, "--idle-timeout", "10m", "--header-timeout", "10m", "--max-conns", "50")
 	for i := 0; i < 50; i++ {
-		c, err := net.Dial("tcp", addr)
+		c, err := net.DialTimeout("tcp", addr, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-	}
-	// Generous bounds: on a loaded 2-core machine the server may take
-	// seconds to accept the 50 before it sees the 51st.
-	testbin.Eventually(t, "a connection past --max-conns refused", 2*time.Minute, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(time.Minute))
+		_, _ = io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
-			return false
+			t.Fatalf("held connection %d: %v", i, err)
 		}
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusServiceUnavailable
-	})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("held connection %d: status %d, want 200 (is another connection open?)", i, resp.StatusCode)
+		}
+	}
+	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the 51st connection: %v, want a 503 answer", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the 51st connection: status %d, want 503", resp.StatusCode)
+	}
 }
 
 // TestServeSlowHeaderCut: a client that sends its headers a byte at a time
