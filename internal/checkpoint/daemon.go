@@ -174,7 +174,7 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.releaseLocked()
-	s := &scanner{next: table{}, content: content, skip: d.skipSet()}
+	s := &scanner{next: make(table, len(d.last)), content: content, skip: d.skipSet()}
 	end := ScanEnd{Roots: make([]string, len(roots))}
 	for i, r := range roots {
 		end.Roots[i] = "/" + r

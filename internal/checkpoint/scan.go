@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,6 +85,36 @@ func readNames(fd int) ([]string, error) {
 	return names, err
 }
 
+// statAll lstats every name of the directory fd. The frozen part of a
+// checkpoint after a small change is this: one fstatat per path, a few
+// microseconds each in a VM, so a large directory is split between the
+// CPUs (the sandbox's other processes are stopped and leave them free).
+func statAll(fd int, names []string) ([]unix.Stat_t, []error) {
+	sts := make([]unix.Stat_t, len(names))
+	errs := make([]error, len(names))
+	one := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			errs[i] = unix.Fstatat(fd, names[i], &sts[i], unix.AT_SYMLINK_NOFOLLOW)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), 4, len(names)/32)
+	if workers < 2 {
+		one(0, len(names))
+		return sts, errs
+	}
+	var wg sync.WaitGroup
+	chunk := (len(names) + workers - 1) / workers
+	for lo := 0; lo < len(names); lo += chunk {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(lo, min(lo+chunk, len(names)))
+		}()
+	}
+	wg.Wait()
+	return sts, errs
+}
+
 // scanner walks roots and writes a scan stream.
 type scanner struct {
 	w       *bufio.Writer
@@ -124,13 +155,14 @@ func (s *scanner) walk(fd int, rel string, depth int) error {
 	if err != nil {
 		return fmt.Errorf("listing /%s: %w", rel, err)
 	}
-	for _, name := range names {
+	sts, errs := statAll(fd, names)
+	for i, name := range names {
 		p := rel + "/" + name
 		if s.skip[p] {
 			continue
 		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		st := &sts[i]
+		if err := errs[i]; err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue
 			}
@@ -138,7 +170,7 @@ func (s *scanner) walk(fd int, rel string, depth int) error {
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
-			if err := s.emit(p, keyOf(&st, ""), fd, name); err != nil {
+			if err := s.emit(p, keyOf(st, ""), fd, name); err != nil {
 				return err
 			}
 			cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -151,7 +183,7 @@ func (s *scanner) walk(fd int, rel string, depth int) error {
 				return err
 			}
 		case unix.S_IFREG:
-			if err := s.emit(p, keyOf(&st, ""), fd, name); err != nil {
+			if err := s.emit(p, keyOf(st, ""), fd, name); err != nil {
 				return err
 			}
 		case unix.S_IFLNK:
@@ -161,7 +193,7 @@ func (s *scanner) walk(fd int, rel string, depth int) error {
 				s.skipped++
 				continue
 			}
-			if err := s.emit(p, keyOf(&st, string(buf[:n])), fd, name); err != nil {
+			if err := s.emit(p, keyOf(st, string(buf[:n])), fd, name); err != nil {
 				return err
 			}
 		default:
