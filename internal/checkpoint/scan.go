@@ -85,7 +85,10 @@ func readNames(fd int) ([]string, error) {
 	return names, err
 }
 
-// statAll lstats every name of the directory fd. The frozen part of a
+// statWindow is how many names of a directory walk stats at once.
+const statWindow = 256
+
+// statAll lstats names of the directory fd. The frozen part of a
 // checkpoint after a small change is this: one fstatat per path, a few
 // microseconds each in a VM, so a large directory is split between the
 // CPUs (the sandbox's other processes are stopped and leave them free).
@@ -155,14 +158,24 @@ func (s *scanner) walk(fd int, rel string, depth int) error {
 	if err != nil {
 		return fmt.Errorf("listing /%s: %w", rel, err)
 	}
-	sts, errs := statAll(fd, names)
+	// Stat a window of names at a time: a directory of millions of
+	// entries must not cost limbsd a Stat_t for each at once.
+	var (
+		sts  []unix.Stat_t
+		errs []error
+		lo   int
+	)
 	for i, name := range names {
+		if i == lo+len(sts) {
+			lo = i
+			sts, errs = statAll(fd, names[i:min(i+statWindow, len(names))])
+		}
 		p := rel + "/" + name
 		if s.skip[p] {
 			continue
 		}
-		st := &sts[i]
-		if err := errs[i]; err != nil {
+		st := &sts[i-lo]
+		if err := errs[i-lo]; err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue
 			}
