@@ -87,6 +87,7 @@ func runServe(ctx context.Context, args []string) int {
 	evMaxAge := fs.Duration("events-max-age", eventlog.DefaultMaxAge, "oldest events each sandbox's event log keeps; 0: no bound")
 	evKeepDeleted := fs.Duration("events-keep-deleted", eventlog.DefaultKeepDeleted, "how long a deleted sandbox's event log stays readable (limbs events)")
 	checkpointTTLFlag := fs.Duration("checkpoint-ttl", control.DefaultCheckpointTTL, "how long a checkpoint is kept when its create names no ttl (its sandbox deleted or not); 0: until deleted (docs/checkpoints.md)")
+	forkCopy := fs.Bool("fork-copy", false, "give every fork a full copy of its checkpoint instead of a copy-on-write view of one shared copy (the default when serve runs as root with the docker provider; docs/checkpoints.md)")
 	evFollow := fs.Bool("events-follow", true, "follow each running sandbox's limbsd journal into the event log (commands, output, input, files); false keeps only limbs serve's own events")
 	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
 	if code, ok := parseFlagsOnly(fs, args, "serve"); !ok {
@@ -145,7 +146,7 @@ func runServe(ctx context.Context, args []string) int {
 		http:      control.HTTPLimits{HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, MaxConns: *maxConns},
 		maxDiskMB: diskMB[0], maxSessionDiskMB: diskMB[1], mcp: mcpFlags,
 		metricsPublic: *metricsPublic,
-		secrets:       secrets, eventsMaxSize: evSize, eventsMaxAge: ageBound, eventsKeepDeleted: *evKeepDeleted, checkpointTTL: ckptTTL(*checkpointTTLFlag),
+		secrets:       secrets, eventsMaxSize: evSize, eventsMaxAge: ageBound, eventsKeepDeleted: *evKeepDeleted, checkpointTTL: ckptTTL(*checkpointTTLFlag), forkCopy: *forkCopy,
 		eventsFollow: *evFollow,
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "limbs serve: %v\n", err)
@@ -169,6 +170,7 @@ type serveConfig struct {
 	eventsMaxSize                                        int64 // -1: no bound
 	eventsMaxAge, eventsKeepDeleted                      time.Duration
 	checkpointTTL                                        time.Duration
+	forkCopy                                             bool
 	eventsFollow                                         bool // follow limbsd's journals (--events-follow)
 }
 
@@ -264,6 +266,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		EventsMaxAge:      cfg.eventsMaxAge,
 		EventsKeepDeleted: cfg.eventsKeepDeleted,
 		CheckpointTTL:     cfg.checkpointTTL,
+		ForkCopy:          cfg.forkCopy,
 		NoEventFollow:     !cfg.eventsFollow,
 		Secrets:           cfg.secrets,
 	})

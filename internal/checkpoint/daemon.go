@@ -55,6 +55,11 @@ type Daemon struct {
 	mu     sync.Mutex // guards the fields below; held for a whole scan or restore
 	last   table      // the last scan with content, or restore
 	lastID string
+	// meta is the last scan without content: a restore may plan FlagKeep
+	// entries from it (the host vouches for the content, as for a fork's
+	// copy-on-write workspace), never a checkpoint.
+	meta   table
+	metaID string
 	hold   *frozen
 	holdT  *time.Timer
 }
@@ -64,7 +69,10 @@ const holdMax = 10 * time.Second
 
 // ScanEnd is a scan's trailer.
 type ScanEnd struct {
-	Scan     string   `json:"scan,omitempty"` // this scan's id, the base of the next
+	Scan string `json:"scan,omitempty"` // this scan's id, the base of the next
+	// MetaScan is a scan without content's id: a restore's header may name
+	// it as its base, for FlagKeep entries only.
+	MetaScan string   `json:"meta_scan,omitempty"`
 	Base     string   `json:"base,omitempty"` // the base used: only changes were sent
 	Roots    []string `json:"roots"`
 	FrozenMS int64    `json:"frozen_ms"`
@@ -247,10 +255,14 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 	case s.err != nil:
 		end.Error = s.err.Error()
 	}
-	if end.Error == "" && content {
+	switch {
+	case end.Error == "" && content:
 		d.last, d.lastID = s.next, newScanID()
 		end.Scan = d.lastID
-	} else if end.Error != "" {
+	case end.Error == "":
+		d.meta, d.metaID = s.next, newScanID()
+		end.MetaScan = d.metaID
+	default:
 		d.last, d.lastID = nil, ""
 	}
 	js, _ := json.Marshal(states)
@@ -293,11 +305,16 @@ func (d *Daemon) restore(w http.ResponseWriter, r *http.Request) {
 	}
 	defer fz.thaw()
 	a := &applier{roots: roots, skip: d.skipSet(), chown: os.Geteuid() == 0, want: map[string]bool{}, next: table{}}
-	if h.Base != "" && h.Base == d.lastID {
+	switch {
+	case h.Base == "":
+	case h.Base == d.lastID:
 		a.base = d.last
+	case h.Base == d.metaID:
+		a.base = d.meta
 	}
-	// Whatever happens now, the last scan no longer tells what is on disk.
+	// Whatever happens now, the last scans no longer tell what is on disk.
 	d.last, d.lastID = nil, ""
+	d.meta, d.metaID = nil, ""
 	err = d.apply(a, rd)
 	a.close()
 	if err != nil {

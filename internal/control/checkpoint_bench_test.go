@@ -86,6 +86,7 @@ func benchRows(b *testing.B, p *plane, sb string, rounds int) []benchRow {
 		}
 		took = append(took, ms(time.Since(start)))
 		frozen = append(frozen, float64(cp.FrozenMS))
+		b.Logf("round %d: %.1f ms, frozen %d (stop %d, walk %d), store %d", i, took[len(took)-1], cp.FrozenMS, cp.StopMS, cp.WalkMS, cp.DurationMS)
 	}
 	rows = append(rows, benchRow{"checkpoint after 1-file change p50", "small", p50(took), p50(frozen)})
 	execIn(b, c, `rm -rf /workspace/tree/d5 && echo x > /workspace/tree/new`)

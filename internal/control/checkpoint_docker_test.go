@@ -3,10 +3,13 @@ package control_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -50,6 +53,7 @@ func TestDockerCheckpoints(t *testing.T) {
 	// Acceptance 3: ten forks of the prepared sandbox (without its big
 	// file, to spare the shared disk).
 	execIn(t, c, `rm "$W/tree/big.bin"`)
+	prepSum := execIn(t, c, `L=/tmp/list-prep; `+treeSum)
 	prep, err := sbs.Checkpoint(ctx, sb.ID, wire.CreateCheckpoint{Name: "prepared"})
 	if err != nil {
 		t.Fatal(err)
@@ -58,9 +62,17 @@ func TestDockerCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fork: %v", err)
 	}
-	t.Logf("10 forks of %d files took %d ms; disk used %d bytes", prep.Files, fk.DurationMS, fk.DiskBytes)
-	if len(fk.Sandboxes) != 10 || fk.DiskBytes < 10*prep.Size {
-		t.Fatalf("fork: %d sandboxes, disk %d", len(fk.Sandboxes), fk.DiskBytes)
+	t.Logf("10 forks of %d files took %d ms; disk used %d bytes, shared %v", prep.Files, fk.DurationMS, fk.DiskBytes, fk.Shared)
+	shared := os.Geteuid() == 0 // copy-on-write workspaces need serve as root
+	switch {
+	case len(fk.Sandboxes) != 10:
+		t.Fatalf("fork: %d sandboxes", len(fk.Sandboxes))
+	case fk.Shared != shared:
+		t.Fatalf("fork: shared %v, want %v (as uid %d)", fk.Shared, shared, os.Geteuid())
+	case shared && (fk.DiskBytes < prep.Size || fk.DiskBytes >= 2*prep.Size):
+		t.Fatalf("shared forks wrote %d bytes; want one copy of the checkpoint's %d", fk.DiskBytes, prep.Size)
+	case !shared && fk.DiskBytes < 10*prep.Size:
+		t.Fatalf("forks wrote %d bytes; want 10 copies of %d", fk.DiskBytes, prep.Size)
 	}
 	var ids []string
 	for i, f := range fk.Sandboxes {
@@ -79,6 +91,9 @@ func TestDockerCheckpoints(t *testing.T) {
 	}
 	if got := execIn(t, c, `cat "$W/tree/mine" 2>&1; true`); !strings.Contains(got, "No such file") {
 		t.Errorf("the source sandbox sees a fork's write: %q", got)
+	}
+	if shared {
+		forkCOW(t, p, fk.Sandboxes, prep, prepSum)
 	}
 	for _, id := range ids {
 		if err := sbs.Remove(ctx, id); err != nil {
@@ -103,4 +118,63 @@ func TestDockerCheckpoints(t *testing.T) {
 	if err := sbs.DeleteCheckpoint(ctx, sb.ID, prep.ID); err != nil {
 		t.Fatal(err)
 	}
+	// Nothing of the forks' workspaces is left: layers, nor the tree.
+	for _, glob := range []string{"sandboxes/*.ws", "checkpoints/trees/*"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, glob)); len(m) > 0 {
+			t.Errorf("left over after the forks and their checkpoint were removed: %v", m)
+		}
+	}
+}
+
+// forkCOW checks copy-on-write forks: each workspace is an overlay with
+// the checkpoint's tree exactly; one that destroys everything it can
+// write changes neither another fork nor a fork made after it; a fork's
+// own checkpoint is incremental on the shared files.
+func forkCOW(t *testing.T, p *plane, forks []wire.Sandbox, prep wire.Checkpoint, prepSum string) {
+	ctx := context.Background()
+	sbs := p.c.Sandboxes()
+	var made []string
+	defer func() {
+		for _, id := range made {
+			if err := sbs.Remove(context.Background(), id); err != nil {
+				t.Errorf("removing fork %s: %v", id, err)
+			}
+		}
+	}()
+	fresh := func() (string, *client.Client) {
+		sb, err := sbs.Create(ctx, wire.CreateSandbox{FromCheckpoint: prep.Sandbox + "/" + prep.ID})
+		if err != nil {
+			t.Fatalf("a fork from %s: %v", prep.ID, err)
+		}
+		made = append(made, sb.ID)
+		return sb.ID, p.sandboxClient(t, sb.ID)
+	}
+	a := p.sandboxClient(t, forks[0].ID)
+	bID, b := fresh()
+	if fs := execIn(t, b, `stat -f -c %T /workspace`); fs != "overlayfs" {
+		t.Errorf("a fork's /workspace is %q, want overlayfs", fs)
+	}
+	if got := execIn(t, b, `export W=/workspace L=/tmp/list-fork; `+treeSum); got != prepSum {
+		t.Errorf("a fork's tree differs from the checkpoint's")
+	}
+	out := execIn(t, a, `cd /; for f in $(find /workspace -type f | head -50); do echo x >> "$f"; done; chmod 000 /workspace/tree/d3/f1.txt; rm -rf /workspace/tree/d4 && ln -s / /workspace/tree/d4; rm -rf /workspace/* /workspace/.[!.]* 2>/dev/null; test -e /workspace/tree/d0/f0.txt || echo gone`)
+	if out != "gone" {
+		t.Fatalf("the destroying fork still holds its files: %q", out)
+	}
+	if got := execIn(t, b, `export W=/workspace L=/tmp/list-fork2; `+treeSum); got != prepSum {
+		t.Errorf("a fork's tree changed when another fork destroyed its own")
+	}
+	_, late := fresh()
+	if got := execIn(t, late, `export W=/workspace L=/tmp/list-late; `+treeSum); got != prepSum {
+		t.Errorf("a fork made after another destroyed its workspace differs from the checkpoint")
+	}
+	execIn(t, b, `echo more >> /workspace/tree/d0/f1.txt`)
+	cp, err := sbs.Checkpoint(ctx, bID, wire.CreateCheckpoint{})
+	if err != nil {
+		t.Fatalf("checkpoint of a fork: %v", err)
+	}
+	if cp.Files != prep.Files || cp.Sent > prep.Size/10 {
+		t.Errorf("checkpoint of a fork: %d files (want %d), %d bytes sent of %d: want only the changed file's", cp.Files, prep.Files, cp.Sent, prep.Size)
+	}
+	t.Logf("a fork's first checkpoint: %d ms, frozen %d, %d bytes sent", cp.DurationMS, cp.FrozenMS, cp.Sent)
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -106,6 +108,7 @@ func (s *Plane) expireLoop(ctx context.Context) {
 		} else if n > 0 {
 			s.log.Info("expired checkpoints", "count", n)
 		}
+		s.sweepTrees()
 		select {
 		case <-ctx.Done():
 			return
@@ -120,6 +123,7 @@ func (s *Plane) forgetScans(id string) {
 	if st, err := s.cpStore(); err == nil {
 		s.dropHead(st, id)
 		_ = st.GC()
+		s.sweepTrees()
 	}
 }
 
@@ -364,6 +368,7 @@ func (s *Plane) DeleteCheckpoint(ctx context.Context, idOrName, cp string) error
 	if err := st.Delete(sb, cp); err != nil {
 		return err
 	}
+	s.sweepTrees()
 	s.logEvents(sb, cpEvent(wire.EventCheckpointDeleted, wire.CheckpointData{Checkpoint: cp}))
 	return nil
 }
@@ -395,10 +400,14 @@ func (s *Plane) Restore(ctx context.Context, idOrName, cp string) (wire.Restored
 	if err != nil {
 		return wire.Restored{}, err
 	}
-	return s.restoreInto(ctx, d, m)
+	return s.restoreInto(ctx, d, m, false)
 }
 
-func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest) (wire.Restored, error) {
+// restoreInto puts m back into d's sandbox. With shared (a fork whose
+// workspace is a copy-on-write view of m's tree, which nothing has run in
+// yet), a file whose type, size, mode, owner and mtime are m's is taken to
+// hold m's content, so that nothing is rewritten.
+func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest, shared bool) (wire.Restored, error) {
 	st, err := s.cpStore()
 	if err != nil {
 		return wire.Restored{}, err
@@ -424,9 +433,14 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest)
 	if err != nil {
 		return wire.Restored{}, fmt.Errorf("reading what the sandbox holds now: %w", err)
 	}
-	res, err := s.sendRestore(ctx, st, d, m, ing.Manifest, ing.End.Base)
+	var res checkpoint.RestoreResult
+	if shared && ing.End.MetaScan != "" {
+		res, err = s.sendRestore(ctx, st, d, m, ing.Manifest, ing.End.MetaScan, true)
+	} else {
+		res, err = s.sendRestore(ctx, st, d, m, ing.Manifest, ing.End.Base, false)
+	}
 	if errors.Is(err, wire.ErrConflict) {
-		res, err = s.sendRestore(ctx, st, d, m, nil, "")
+		res, err = s.sendRestore(ctx, st, d, m, nil, "", false)
 	}
 	if err != nil {
 		s.dropHead(st, sb)
@@ -457,7 +471,9 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest)
 
 // sendRestore streams target to limbsd: every entry, with the content of
 // each file that cur (the sandbox now, as of scan base) does not hold.
-func (s *Plane) sendRestore(ctx context.Context, st *cpstore.Store, d *Daemon, target, cur *cpstore.Manifest, base string) (checkpoint.RestoreResult, error) {
+// With trust, a file of cur whose metadata is target's holds its content
+// (restoreInto's shared).
+func (s *Plane) sendRestore(ctx context.Context, st *cpstore.Store, d *Daemon, target, cur *cpstore.Manifest, base string, trust bool) (checkpoint.RestoreResult, error) {
 	var ci map[string]*checkpoint.Entry
 	if cur != nil && base != "" {
 		ci = cur.Index()
@@ -478,6 +494,8 @@ func (s *Plane) sendRestore(ctx context.Context, st *cpstore.Store, d *Daemon, t
 			if e.Type == checkpoint.TypeFile {
 				flag = checkpoint.FlagContent
 				if c, ok := ci[e.Path]; ok && c.Type == checkpoint.TypeFile && c.Hash != "" && c.Hash == e.Hash {
+					flag = checkpoint.FlagKeep
+				} else if ok && trust && c.Type == checkpoint.TypeFile && c.Size == e.Size && c.Mtime == e.Mtime && c.Mode == e.Mode && c.UID == e.UID && c.GID == e.GID {
 					flag = checkpoint.FlagKeep
 				}
 			}
@@ -579,11 +597,11 @@ func (s *Plane) CreateFromCheckpoint(ctx context.Context, req wire.CreateSandbox
 	if err != nil {
 		return wire.Sandbox{}, err
 	}
-	sbs, err := s.forkFrom(ctx, m, []wire.CreateSandbox{mergeSpec(m.Meta.Spec, req)})
+	fk, err := s.forkFrom(ctx, m, []wire.CreateSandbox{mergeSpec(m.Meta.Spec, req)})
 	if err != nil {
 		return wire.Sandbox{}, err
 	}
-	return sbs[0], nil
+	return fk.Sandboxes[0], nil
 }
 
 // mergeSpec is the checkpoint's spec with what req sets.
@@ -639,29 +657,82 @@ func (s *Plane) Fork(ctx context.Context, idOrName string, req wire.Fork) (wire.
 	for i := range specs {
 		specs[i] = mergeSpec(m.Meta.Spec, wire.CreateSandbox{})
 	}
-	sbs, err := s.forkFrom(ctx, m, specs)
+	fk, err := s.forkFrom(ctx, m, specs)
 	if err != nil {
 		return wire.Forked{}, err
 	}
-	ids := make([]string, len(sbs))
-	for i, sb := range sbs {
+	ids := make([]string, len(fk.Sandboxes))
+	for i, sb := range fk.Sandboxes {
 		ids[i] = sb.ID
 	}
 	s.logEvents(m.Meta.Sandbox, cpEvent(wire.EventSandboxForked, wire.CheckpointData{Checkpoint: m.Meta.ID, Sandboxes: ids}))
-	return wire.Forked{Sandboxes: sbs, Checkpoint: m.Meta.Sandbox + "/" + m.Meta.ID, DiskBytes: int64(len(sbs)) * m.Meta.Size, DurationMS: time.Since(start).Milliseconds()}, nil
+	fk.Checkpoint = m.Meta.Sandbox + "/" + m.Meta.ID
+	fk.DurationMS = time.Since(start).Milliseconds()
+	return fk, nil
+}
+
+// forkLower is the checkpoint tree forks of m with specs can share as the
+// lower layer of copy-on-write workspaces, and the bytes written to make
+// it (0 when it existed); "" when they cannot: a checkpoint of another
+// path than the docker workspace, a provider other than docker, a
+// workspace of their own, limbs serve not root, or --fork-copy.
+func (s *Plane) forkLower(m *cpstore.Manifest, specs []wire.CreateSandbox) (string, int64) {
+	if s.opts.ForkCopy || os.Geteuid() != 0 || len(m.Meta.Roots) != 1 || m.Meta.Roots[0] != "/workspace" {
+		return "", 0
+	}
+	for _, sp := range specs {
+		if cmp.Or(sp.Provider, s.opts.DefaultProvider) != "docker" || sp.Workspace != "" {
+			return "", 0
+		}
+	}
+	st, err := s.cpStore()
+	if err != nil {
+		return "", 0
+	}
+	dir, n, err := st.Tree(m)
+	if err != nil {
+		s.log.Warn("forks copy the checkpoint instead of sharing it", "checkpoint", m.Meta.ID, "err", err)
+		return "", 0
+	}
+	return dir, n
+}
+
+// treeInUse reports whether a sandbox's workspace has the tree dir as its
+// lower layer.
+func (s *Plane) treeInUse(dir string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.sandboxes {
+		if e.rec.Lower == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// sweepTrees removes the checkpoint trees nothing needs any more.
+func (s *Plane) sweepTrees() {
+	if st, err := s.cpStore(); err == nil {
+		if err := st.SweepTrees(s.treeInUse); err != nil {
+			s.log.Warn("removing checkpoint trees no fork uses", "err", err)
+		}
+	}
 }
 
 // forkFrom creates a sandbox per spec and restores m into each, in
-// parallel; on any failure every one of them is removed.
-func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.CreateSandbox) ([]wire.Sandbox, error) {
+// parallel; on any failure every one of them is removed. The forks share
+// m's tree when they can (forkLower); otherwise each gets a copy.
+func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.CreateSandbox) (wire.Forked, error) {
 	out := make([]wire.Sandbox, len(specs))
 	errs := make([]error, len(specs))
+	written := make([]int64, len(specs))
+	lower, built := s.forkLower(m, specs)
 	var wg sync.WaitGroup
 	for i := range specs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sb, err := s.Create(ctx, specs[i])
+			sb, err := s.createOver(ctx, specs[i], lower)
 			if err != nil {
 				errs[i] = err
 				return
@@ -669,7 +740,9 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 			out[i] = sb
 			d, err := s.Dial(ctx, sb.ID)
 			if err == nil {
-				_, err = s.restoreInto(ctx, d, m)
+				var res wire.Restored
+				res, err = s.restoreInto(ctx, d, m, lower != "")
+				written[i] = res.Bytes
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("restoring %s/%s into %s: %w", m.Meta.Sandbox, m.Meta.ID, sb.ID, err)
@@ -685,14 +758,16 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 				_ = s.Remove(cctx, sb.ID)
 			}
 		}
-		return nil, err
+		return wire.Forked{}, err
 	}
+	fk := wire.Forked{Sandboxes: out, Shared: lower != "", DiskBytes: built}
 	for i, sb := range out {
 		if g, err := s.Get(ctx, sb.ID); err == nil {
 			out[i] = g
 		}
+		fk.DiskBytes += written[i]
 	}
-	return out, nil
+	return fk, nil
 }
 
 // HTTP edge.

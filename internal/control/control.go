@@ -110,6 +110,11 @@ type Options struct {
 	// Providers by name, and the one used when a create names none.
 	Providers       map[string]Provider
 	DefaultProvider string
+	// ForkCopy makes every fork copy its checkpoint's files into a
+	// workspace of its own, as on a machine where copy-on-write
+	// workspaces cannot be made (limbs serve not root, the local
+	// provider): --fork-copy, docs/checkpoints.md.
+	ForkCopy bool
 	// DefaultImage is the image of a create for the default provider that
 	// names none (and so the pool key such creates match).
 	DefaultImage string

@@ -165,20 +165,21 @@ func (s *Plane) forget(e *entry, reason string) error {
 // specOf builds the provider spec of a record.
 func (s *Plane) specOf(r store.Record) sandbox.Spec {
 	return sandbox.Spec{
-		ID:           r.ID,
-		Name:         r.Name,
-		Image:        r.Image,
-		Instance:     s.db.Instance(),
-		Cpus:         r.Limits.Cpus,
-		MemoryMB:     r.Limits.MemoryMB,
-		Pids:         r.Limits.Pids,
-		Network:      sandbox.Network(r.Limits.Network),
-		Env:          r.Env,
-		Workspace:    r.Workspace,
-		User:         r.Limits.User,
-		ReadOnlyRoot: r.Limits.ReadOnlyRoot,
-		TmpMB:        r.Limits.TmpMB,
-		Token:        r.Token,
+		ID:             r.ID,
+		Name:           r.Name,
+		Image:          r.Image,
+		Instance:       s.db.Instance(),
+		Cpus:           r.Limits.Cpus,
+		MemoryMB:       r.Limits.MemoryMB,
+		Pids:           r.Limits.Pids,
+		Network:        sandbox.Network(r.Limits.Network),
+		Env:            r.Env,
+		Workspace:      r.Workspace,
+		User:           r.Limits.User,
+		ReadOnlyRoot:   r.Limits.ReadOnlyRoot,
+		TmpMB:          r.Limits.TmpMB,
+		Token:          r.Token,
+		WorkspaceLower: r.Lower,
 
 		MaxDiskMB:        cmp.Or(r.Limits.MaxDiskMB, s.opts.MaxDiskMB),
 		MaxSessionDiskMB: cmp.Or(r.Limits.MaxSessionDiskMB, s.opts.MaxSessionDiskMB),
@@ -237,10 +238,17 @@ func (s *Plane) validate(req wire.CreateSandbox) (store.Record, error) {
 // Create creates a sandbox, from the warm pool when one matches. A
 // provider's warning about it (no isolation, ignored limits) is in Message.
 func (s *Plane) Create(ctx context.Context, req wire.CreateSandbox) (wire.Sandbox, error) {
+	return s.createOver(ctx, req, "")
+}
+
+// createOver creates a sandbox whose workspace, when lower is set, is a
+// copy-on-write view of the checkpoint tree lower (a fork).
+func (s *Plane) createOver(ctx context.Context, req wire.CreateSandbox, lower string) (wire.Sandbox, error) {
 	rec, err := s.validate(req)
 	if err != nil {
 		return wire.Sandbox{}, err
 	}
+	rec.Lower = lower
 	if r, ok := s.pool.claim(rec); ok {
 		s.log.Info("sandbox created from the warm pool", "sandbox", r.ID, "name", r.Name)
 		return toWire(r), nil

@@ -47,7 +47,7 @@ func (p *pool) refill() {
 func (p *pool) claim(rec store.Record) (store.Record, bool) {
 	s := p.s
 	if rec.Provider != s.opts.DefaultProvider || rec.Limits != (wire.Limits{Network: wire.NetworkNone}) ||
-		len(rec.Env) > 0 || rec.Workspace != "" {
+		len(rec.Env) > 0 || rec.Workspace != "" || rec.Lower != "" {
 		return store.Record{}, false
 	}
 	s.writeMu.Lock()

@@ -58,8 +58,9 @@ func (m *Manifest) Index() map[string]*checkpoint.Entry {
 
 // Store is the checkpoint store under one directory.
 type Store struct {
-	dir string
-	mu  sync.Mutex
+	dir    string
+	mu     sync.Mutex
+	treeMu sync.Mutex // guards trees/ (tree.go)
 }
 
 // Open opens (creating) the store in dir.

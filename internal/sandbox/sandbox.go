@@ -45,6 +45,11 @@ type Spec struct {
 	MaxSessionDiskMB int64
 	// Token is limbsd's bearer token.
 	Token string
+	// WorkspaceLower, with a fresh workspace (Workspace empty), is a host
+	// directory the new workspace starts as a copy-on-write view of (an
+	// overlay with it as the read-only lower layer): a fork's checkpoint
+	// tree (cpstore.Store.Tree). Only the docker provider takes it.
+	WorkspaceLower string
 	// Nothing here is a host path: how limbsd gets into the sandbox, where
 	// it listens and where it keeps its state are the provider's (its own
 	// options), and so is the way to reach it (the provider's Dial).

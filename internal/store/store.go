@@ -77,6 +77,9 @@ type Record struct {
 	// Pool is the pool key (image) while the sandbox waits, unclaimed, in the
 	// warm pool; empty once a client owns it.
 	Pool string `json:"pool,omitempty"`
+	// Lower is the checkpoint tree (a host directory) a fork's workspace
+	// is a copy-on-write view of; empty for a workspace of its own.
+	Lower string `json:"lower,omitempty"`
 }
 
 // Event is one entry of a sandbox's lifecycle log. The control plane

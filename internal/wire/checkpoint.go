@@ -89,9 +89,13 @@ type Fork struct {
 type Forked struct {
 	Sandboxes  []Sandbox `json:"sandboxes"`
 	Checkpoint string    `json:"checkpoint"`
-	// DiskBytes is what the forks' workspaces take on disk: each holds a
-	// full copy of the checkpoint's files (no file system here shares
-	// blocks between volumes).
-	DiskBytes  int64 `json:"disk_bytes"`
+	// DiskBytes is what the fork wrote to disk: with Shared, the
+	// checkpoint's files written out once as the forks' common read-only
+	// layer (0 when an earlier fork made it), each fork then taking only
+	// what it writes; without, a full copy of the files per fork.
+	DiskBytes int64 `json:"disk_bytes"`
+	// Shared: the forks' workspaces are copy-on-write views of one copy
+	// of the checkpoint (docs/checkpoints.md "Forks").
+	Shared     bool  `json:"shared,omitempty"`
 	DurationMS int64 `json:"duration_ms"`
 }

@@ -48,6 +48,7 @@ const (
 const (
 	labelName      = "limbs.name"
 	labelVolume    = "limbs.workspace-volume" // set only when the provider created it
+	labelLower     = "limbs.workspace-lower"  // a copy-on-write workspace's lower layer (host dir)
 	labelSocketDir = "limbs.socket-dir"
 )
 
@@ -117,6 +118,11 @@ func classifyWorkspace(ws string) workspaceKind {
 // socketDir is the host side of sandbox id's /run/limbs.
 func (o Options) socketDir(id string) string { return filepath.Join(o.SocketRoot, id, "run") }
 
+// overlayDir holds the upper and work directories of sandbox id's
+// copy-on-write workspace (Spec.WorkspaceLower). It is never mounted into
+// the sandbox: the sandbox reaches its files only through the overlay.
+func (o Options) overlayDir(id string) string { return filepath.Join(o.SocketRoot, id+".ws") }
+
 // validate checks a defaulted spec, and the options it is created with,
 // and says what to fix.
 func (o Options) validate(spec sandbox.Spec) error {
@@ -131,6 +137,12 @@ func (o Options) validate(spec sandbox.Spec) error {
 	}
 	if !filepath.IsAbs(o.SocketRoot) {
 		return bad("the docker provider's socket root %q must be an absolute host path", o.SocketRoot)
+	}
+	if l := spec.WorkspaceLower; l != "" {
+		// The overlay's options are one comma-separated string.
+		if classifyWorkspace(spec.Workspace) != wsNewVolume || !filepath.IsAbs(l) || filepath.Clean(l) != l || strings.ContainsAny(l, ",:\\\x00") || strings.ContainsAny(o.SocketRoot, ",:\\\x00") {
+			return bad("a copy-on-write workspace needs a fresh volume and clean absolute paths without ',', ':' or '\\' (lower %q, socket root %q)", l, o.SocketRoot)
+		}
 	}
 	if err := checkStatic(o.LimbsdPath); err != nil {
 		return bad("%v", err)

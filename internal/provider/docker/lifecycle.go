@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -51,14 +52,29 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 	noCopy := false
 	if classifyWorkspace(spec.Workspace) == wsNewVolume {
 		name := volumeName(spec.ID)
-		vol, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{
+		vc := client.VolumeCreateOptions{
 			Name: name,
 			Labels: map[string]string{
 				sandbox.LabelManaged:  "true",
 				sandbox.LabelInstance: spec.Instance,
 				sandbox.LabelSandbox:  spec.ID,
 			},
-		})
+		}
+		if spec.WorkspaceLower != "" {
+			ov := p.opts.overlayDir(spec.ID)
+			if err := makeOverlayDirs(ov, spec.WorkspaceLower); err != nil {
+				return fail(fmt.Errorf("sandbox %q: preparing its copy-on-write workspace: %w", spec.ID, err))
+			}
+			cleanups = append(cleanups, func() { _ = os.RemoveAll(ov) })
+			vc.Driver = "local"
+			vc.DriverOpts = map[string]string{
+				"type":   "overlay",
+				"device": "overlay",
+				"o":      "lowerdir=" + spec.WorkspaceLower + ",upperdir=" + filepath.Join(ov, "upper") + ",workdir=" + filepath.Join(ov, "work"),
+			}
+			vc.Labels[labelLower] = spec.WorkspaceLower
+		}
+		vol, err := p.cli.VolumeCreate(ctx, vc)
 		if err != nil {
 			return fail(engineErr(fmt.Sprintf("sandbox %q: creating workspace volume %s", spec.ID, name), err))
 		}
@@ -68,7 +84,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 			return fail(fmt.Errorf("sandbox %q: a volume named %s exists and is not this sandbox's; remove it or use another id: %w", spec.ID, name, wire.ErrConflict))
 		}
 		cleanups = append(cleanups, func() { p.removeVolume(context.WithoutCancel(ctx), name, spec.ID) })
-		noCopy = giveVolume(vol.Volume.Mountpoint, spec.User)
+		if spec.WorkspaceLower != "" {
+			noCopy = true // the lower layer's root has the owner
+		} else {
+			noCopy = giveVolume(vol.Volume.Mountpoint, spec.User)
+		}
 	}
 
 	opts := p.opts.createOptions(spec, noCopy)
@@ -202,6 +222,11 @@ func (p *Provider) Remove(ctx context.Context, id string) error {
 		if dir := c.Config.Labels[labelSocketDir]; dir != "" {
 			p.removeSocketDir(id, dir)
 		}
+		// With the container gone the overlay is unmounted: the volume,
+		// then its layers, can go.
+		if p.removeVolume(ctx, volumeName(id), id) {
+			found = true
+		}
 	case !errors.Is(err, wire.ErrNotFound):
 		return err
 	case idRE.MatchString(id) && filepath.IsAbs(p.opts.SocketRoot):
@@ -214,6 +239,7 @@ func (p *Provider) Remove(ctx context.Context, id string) error {
 	if p.removeVolume(ctx, volumeName(id), id) {
 		found = true
 	}
+	p.removeOverlayDirs(ctx, id)
 	if !found {
 		return fmt.Errorf("sandbox %q: no such container: %w", id, wire.ErrNotFound)
 	}
@@ -264,6 +290,54 @@ func cleanSocketDir(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// makeOverlayDirs makes dir/upper and dir/work for an overlay over lower.
+// The overlay's root takes its owner and mode from the upper directory, so
+// upper gets those of lower's root. dir is the provider's (0700): the
+// sandbox reaches what it writes there only through the overlay.
+func makeOverlayDirs(dir, lower string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(lower, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("the lower layer %s is not a directory (%v)", lower, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	up := filepath.Join(dir, "upper")
+	for _, d := range []string{up, filepath.Join(dir, "work")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := os.Lchown(up, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("%w (copy-on-write workspaces need limbs serve to run as root)", err)
+	}
+	if err := unix.Chmod(up, st.Mode&0o7777); err != nil {
+		return err
+	}
+	ts := []unix.Timespec{st.Atim, st.Mtim}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, up, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// removeOverlayDirs removes a copy-on-write workspace's layers once its
+// volume is gone. What the sandbox wrote there is removed beneath the
+// directory, never through a link (os.RemoveAll).
+func (p *Provider) removeOverlayDirs(ctx context.Context, id string) {
+	if !idRE.MatchString(id) || !filepath.IsAbs(p.opts.SocketRoot) {
+		return
+	}
+	dir := p.opts.overlayDir(id)
+	if _, err := os.Lstat(dir); err != nil {
+		return
+	}
+	if _, err := p.cli.VolumeInspect(ctx, volumeName(id), client.VolumeInspectOptions{}); err == nil {
+		p.log.Warn("keeping a copy-on-write workspace's layers: its volume is still there", "sandbox", id, "dir", dir)
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		p.log.Warn("removing a copy-on-write workspace's layers", "sandbox", id, "dir", dir, "err", err)
+	}
 }
 
 // removeVolume removes the named volume if, and only if, its labels say

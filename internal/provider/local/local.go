@@ -136,6 +136,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 	if !strings.HasPrefix(spec.ID, "sb_") || strings.ContainsAny(spec.ID, "/.") {
 		return sandbox.Instance{}, fmt.Errorf("sandbox id %q: %w", spec.ID, wire.ErrBadRequest)
 	}
+	if spec.WorkspaceLower != "" {
+		return sandbox.Instance{}, fmt.Errorf("sandbox %s: the local provider has no copy-on-write workspaces; fork with the docker provider: %w", spec.ID, wire.ErrBadRequest)
+	}
 	if err := p.checkLimbsd(); err != nil {
 		return sandbox.Instance{}, err
 	}
