@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/checkpoint"
@@ -726,24 +727,37 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 	out := make([]wire.Sandbox, len(specs))
 	errs := make([]error, len(specs))
 	written := make([]int64, len(specs))
+	start := time.Now()
 	lower, built := s.forkLower(m, specs)
+	treeT := time.Since(start)
+	var created, restored [2]atomic.Int64 // sum and max, in µs
+	note := func(a *[2]atomic.Int64, d time.Duration) {
+		us := d.Microseconds()
+		a[0].Add(us)
+		for m := a[1].Load(); us > m && !a[1].CompareAndSwap(m, us); m = a[1].Load() {
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range specs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t0 := time.Now()
 			sb, err := s.createOver(ctx, specs[i], lower)
 			if err != nil {
 				errs[i] = err
 				return
 			}
+			note(&created, time.Since(t0))
 			out[i] = sb
+			t0 = time.Now()
 			d, err := s.Dial(ctx, sb.ID)
 			if err == nil {
 				var res wire.Restored
 				res, err = s.restoreInto(ctx, d, m, lower != "")
 				written[i] = res.Bytes
 			}
+			note(&restored, time.Since(t0))
 			if err != nil {
 				errs[i] = fmt.Errorf("restoring %s/%s into %s: %w", m.Meta.Sandbox, m.Meta.ID, sb.ID, err)
 			}
@@ -760,6 +774,10 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 		}
 		return wire.Forked{}, err
 	}
+	n := int64(len(specs))
+	s.log.Info("forked", "checkpoint", m.Meta.ID, "count", n, "shared", lower != "", "took", time.Since(start),
+		"tree", treeT, "create_avg", time.Duration(created[0].Load()/n)*time.Microsecond, "create_max", time.Duration(created[1].Load())*time.Microsecond,
+		"restore_avg", time.Duration(restored[0].Load()/n)*time.Microsecond, "restore_max", time.Duration(restored[1].Load())*time.Microsecond)
 	fk := wire.Forked{Sandboxes: out, Shared: lower != "", DiskBytes: built}
 	for i, sb := range out {
 		if g, err := s.Get(ctx, sb.ID); err == nil {
