@@ -54,7 +54,11 @@ flags:
 	for _, sb := range res.Sandboxes {
 		fmt.Printf("%s\t%s\n", sb.ID, safe(sb.Name))
 	}
-	fmt.Printf("%d sandboxes from %s in %d ms; their workspaces use %s\n", len(res.Sandboxes), safe(res.Checkpoint), res.DurationMS, humanBytes(res.DiskBytes))
+	if res.Shared {
+		fmt.Printf("%d sandboxes from %s in %d ms; their workspaces share one copy of it, copy-on-write (%s written now)\n", len(res.Sandboxes), safe(res.Checkpoint), res.DurationMS, humanBytes(res.DiskBytes))
+	} else {
+		fmt.Printf("%d sandboxes from %s in %d ms; their workspaces use %s\n", len(res.Sandboxes), safe(res.Checkpoint), res.DurationMS, humanBytes(res.DiskBytes))
+	}
 	return nil
 }
 

@@ -102,6 +102,9 @@ func benchRows(b *testing.B, p *plane, sb string, rounds int) []benchRow {
 		b.Fatal(err)
 	}
 	rows = append(rows, benchRow{"fork of 10", "fork10", ms(time.Since(start)), -1})
+	rows = append(rows, benchRow{fmt.Sprintf("  of which: tree (shared %v)", fk.Shared), "fork-tree", float64(fk.TreeMS), -1})
+	rows = append(rows, benchRow{"  slowest create", "fork-create", float64(fk.CreateMS), -1})
+	rows = append(rows, benchRow{"  slowest restore", "fork-restore", float64(fk.RestoreMS), -1})
 	var wg sync.WaitGroup
 	for _, f := range fk.Sandboxes {
 		wg.Add(1)

@@ -778,7 +778,8 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 	s.log.Info("forked", "checkpoint", m.Meta.ID, "count", n, "shared", lower != "", "took", time.Since(start),
 		"tree", treeT, "create_avg", time.Duration(created[0].Load()/n)*time.Microsecond, "create_max", time.Duration(created[1].Load())*time.Microsecond,
 		"restore_avg", time.Duration(restored[0].Load()/n)*time.Microsecond, "restore_max", time.Duration(restored[1].Load())*time.Microsecond)
-	fk := wire.Forked{Sandboxes: out, Shared: lower != "", DiskBytes: built}
+	fk := wire.Forked{Sandboxes: out, Shared: lower != "", DiskBytes: built, TreeMS: treeT.Milliseconds(),
+		CreateMS: created[1].Load() / 1000, RestoreMS: restored[1].Load() / 1000}
 	for i, sb := range out {
 		if g, err := s.Get(ctx, sb.ID); err == nil {
 			out[i] = g

@@ -96,6 +96,11 @@ type Forked struct {
 	DiskBytes int64 `json:"disk_bytes"`
 	// Shared: the forks' workspaces are copy-on-write views of one copy
 	// of the checkpoint (docs/checkpoints.md "Forks").
-	Shared     bool  `json:"shared,omitempty"`
+	Shared bool `json:"shared,omitempty"`
+	// Where DurationMS went: writing the shared tree out, and the slowest
+	// fork's create (to its limbsd answering) and restore.
+	TreeMS     int64 `json:"tree_ms,omitempty"`
+	CreateMS   int64 `json:"create_ms"`
+	RestoreMS  int64 `json:"restore_ms"`
 	DurationMS int64 `json:"duration_ms"`
 }
