@@ -10,6 +10,7 @@ import (
 
 	"github.com/limbs-dev/limbs/internal/agent"
 	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/control"
 	"github.com/limbs-dev/limbs/internal/mcp"
 	"github.com/limbs-dev/limbs/internal/tool"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -180,4 +181,20 @@ func agentCheckpoints(ctx context.Context, cn *conn, each bool, specs []tool.Spe
 		obs = agent.Observers{obs, &stepCheckpointer{ctx: ctx, sbs: sbs, sandbox: cn.sandbox, w: os.Stderr}}
 	}
 	return specs, obs, nil
+}
+
+// planeCheckpoints is the control plane, in process, as the checkpoint
+// tools' Checkpointer (limbs serve's /mcp).
+type planeCheckpoints struct{ p *control.Plane }
+
+func (c planeCheckpoints) Checkpoint(ctx context.Context, sb string, req wire.CreateCheckpoint) (wire.Checkpoint, error) {
+	return c.p.CreateCheckpoint(ctx, sb, req)
+}
+
+func (c planeCheckpoints) Checkpoints(ctx context.Context, sb string) ([]wire.Checkpoint, error) {
+	return c.p.Checkpoints(ctx, sb)
+}
+
+func (c planeCheckpoints) Restore(ctx context.Context, sb, cp string) (wire.Restored, error) {
+	return c.p.Restore(ctx, sb, cp)
 }

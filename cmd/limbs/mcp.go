@@ -221,6 +221,7 @@ func (f *mcpServeFlags) mount(next http.Handler, plane *control.Plane, token str
 		Logger:         log,
 		Server:         mcp.Options{Tools: ts},
 		Create:         autoSandboxes(plane, f.image, log), // mcp_sandboxes.go
+		Checkpoints:    planeCheckpoints{plane},
 		Connect: func(ctx context.Context, sandbox string) (tool.Sessions, tool.Files, error) {
 			d, err := plane.Dial(ctx, sandbox)
 			if err != nil {

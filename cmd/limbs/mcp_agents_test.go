@@ -120,6 +120,7 @@ func TestServeMCPRoot(t *testing.T) {
 	if n := len(sandboxesOf(t, addr)); n != 1 {
 		t.Errorf("%d sandboxes after /mcp?sandbox=%s, want 1", n, sb.ID)
 	}
+	mcpRollback(t, cs)
 
 	// /mcp: a sandbox of its own per MCP session, made on first use and
 	// removed when the session ends. Connecting and listing the tools (a
@@ -137,6 +138,7 @@ func TestServeMCPRoot(t *testing.T) {
 	if isErr || !strings.Contains(text, "auto-42") {
 		t.Fatalf("shell_run over /mcp: %s", text)
 	}
+	mcpRollback(t, auto)
 	var made []string
 	for _, s := range sandboxesOf(t, addr) {
 		if s.ID != sb.ID {
@@ -160,6 +162,29 @@ func TestServeMCPRoot(t *testing.T) {
 	})
 	if l := sandboxesOf(t, addr); len(l) != 1 || l[0].ID != sb.ID {
 		t.Errorf("left: %+v, want only the named sandbox", l)
+	}
+}
+
+// mcpRollback: the checkpoint and rollback tools of an MCP session act
+// on its own sandbox: a file changed after a checkpoint is back after a
+// rollback.
+func mcpRollback(t *testing.T, cs *sdk.ClientSession) {
+	t.Helper()
+	if names := toolNames(t, cs); !slices.Contains(names, "checkpoint") || !slices.Contains(names, "rollback") {
+		t.Fatalf("tools %v: want checkpoint and rollback", names)
+	}
+	if text, isErr := mcpText(t, cs, "shell_run", map[string]any{"command": "echo before > ck-file && cat ck-file"}); isErr || !strings.Contains(text, "before") {
+		t.Fatalf("shell_run: %s", text)
+	}
+	if text, isErr := mcpText(t, cs, "checkpoint", map[string]any{"name": "mcp-cp"}); isErr {
+		t.Fatalf("checkpoint over MCP: %s", text)
+	}
+	mcpText(t, cs, "shell_run", map[string]any{"command": "echo after > ck-file"})
+	if text, isErr := mcpText(t, cs, "rollback", map[string]any{"checkpoint": "mcp-cp"}); isErr {
+		t.Fatalf("rollback over MCP: %s", text)
+	}
+	if text, _ := mcpText(t, cs, "shell_run", map[string]any{"command": "cat ck-file"}); !strings.Contains(text, "before") || strings.Contains(text, "after") {
+		t.Errorf("after a rollback over MCP the file holds %q, want before", text)
 	}
 }
 

@@ -325,3 +325,43 @@ func (f autoFiles) List(ctx context.Context, dir string, depth int) ([]wire.File
 	}
 	return c.List(ctx, dir, depth)
 }
+
+// autoCheckpointer is the checkpoint tools' way to the sandbox of an
+// autoSession: made, like for any tool, on the first call.
+type autoCheckpointer struct {
+	a *autoSession
+	c tool.Checkpointer
+}
+
+func (ac autoCheckpointer) id(ctx context.Context) (string, error) {
+	if _, err := ac.a.sessions(ctx); err != nil {
+		return "", err
+	}
+	ac.a.cmu.Lock()
+	defer ac.a.cmu.Unlock()
+	return ac.a.sandbox, nil
+}
+
+func (ac autoCheckpointer) Checkpoint(ctx context.Context, _ string, req wire.CreateCheckpoint) (wire.Checkpoint, error) {
+	id, err := ac.id(ctx)
+	if err != nil {
+		return wire.Checkpoint{}, err
+	}
+	return ac.c.Checkpoint(ctx, id, req)
+}
+
+func (ac autoCheckpointer) Checkpoints(ctx context.Context, _ string) ([]wire.Checkpoint, error) {
+	id, err := ac.id(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ac.c.Checkpoints(ctx, id)
+}
+
+func (ac autoCheckpointer) Restore(ctx context.Context, _ string, cp string) (wire.Restored, error) {
+	id, err := ac.id(ctx)
+	if err != nil {
+		return wire.Restored{}, err
+	}
+	return ac.c.Restore(ctx, id, cp)
+}

@@ -39,7 +39,11 @@ type HTTPOptions struct {
 	// (auto.go), and returns its id and the func that removes it; nil:
 	// /mcp needs ?sandbox=ID.
 	Create func(ctx context.Context) (sandbox string, remove func(), err error)
-	Logger *slog.Logger
+	// Checkpoints, when set, adds the checkpoint and rollback tools to
+	// every MCP session, acting on its own sandbox (the control plane's
+	// checkpoints: docs/checkpoints.md).
+	Checkpoints tool.Checkpointer
+	Logger      *slog.Logger
 }
 
 // Path is the URL path of a sandbox's MCP endpoint: /v1/sandboxes/ID/mcp.
@@ -173,7 +177,15 @@ func (h *Handler) handler(sandbox string, create bool) *sdk.StreamableHTTPHandle
 		if !ok {
 			return nil
 		}
-		srv, err := NewServer(c.sessions, c.files, h.opts.Server)
+		opts := h.opts.Server
+		if cp := h.opts.Checkpoints; cp != nil {
+			id := sandbox
+			if c.auto != nil {
+				cp, id = autoCheckpointer{c.auto, cp}, ""
+			}
+			opts.Tools = withTools(opts.Tools, tool.CheckpointTools(cp, id))
+		}
+		srv, err := NewServer(c.sessions, c.files, opts)
 		if err != nil {
 			h.opts.Logger.Warn("building an MCP server", "sandbox", sandbox, "err", err)
 			return nil

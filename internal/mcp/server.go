@@ -67,6 +67,20 @@ func Canonical(sh *tool.Shell, files tool.Files) ([]tool.Spec, error) {
 	return tool.Canonical(sh, files, nil), nil
 }
 
+// withTools is ts (Canonical when nil) followed by more.
+func withTools(ts ToolSet, more []tool.Spec) ToolSet {
+	if ts == nil {
+		ts = Canonical
+	}
+	return func(sh *tool.Shell, files tool.Files) ([]tool.Spec, error) {
+		specs, err := ts(sh, files)
+		if err != nil {
+			return nil, err
+		}
+		return append(specs, more...), nil
+	}
+}
+
 // Options configure NewServer.
 type Options struct {
 	// Tools builds the tool set; nil: Canonical.
