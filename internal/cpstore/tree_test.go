@@ -69,3 +69,37 @@ func TestTreeFileWithoutContent(t *testing.T) {
 		t.Errorf("a failed tree left %v", left)
 	}
 }
+
+// A tree half-written when limbs serve died (tmp/tree*) is removed by the
+// next sweep: it can be as large as the checkpoint.
+func TestSweepTreesRemovesHalfWritten(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half, err := os.MkdirTemp(filepath.Join(dir, "tmp"), "tree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(half, "t", "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(half, "t", "sub", "f"), []byte("content"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	blob, err := os.CreateTemp(filepath.Join(dir, "tmp"), "blob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob.Close()
+	if err := st.SweepTrees(func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(half); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a half-written tree survived a sweep: %v", err)
+	}
+	if _, err := os.Lstat(blob.Name()); err != nil {
+		t.Errorf("a sweep of trees took a blob's temporary file: %v", err)
+	}
+}
