@@ -729,7 +729,9 @@ func (s *Plane) treeInUse(dir string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.sandboxes {
-		if e.rec.Lower == dir {
+		// By name: the record spells the state dir as it was spelled
+		// when the fork was made (a symlink, another --state-dir).
+		if e.rec.Lower != "" && filepath.Base(e.rec.Lower) == filepath.Base(dir) {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/limbs-dev/limbs/internal/checkpoint"
@@ -48,5 +49,50 @@ func TestForkTreeSurvivesDeleteDuringFork(t *testing.T) {
 	s.sweepTrees()
 	if _, err := os.Lstat(dir); err != nil {
 		t.Fatalf("the tree a fork is being made over was removed: %v", err)
+	}
+}
+
+// A fork's record names its tree as the state dir was spelled when it
+// was made (here through a symlink); limbs serve restarted with another
+// spelling of the same dir must still see the tree in use, or a sweep
+// after the checkpoint's deletion empties running forks' workspaces.
+func TestForkTreeInUseUnderAnotherSpelling(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "state")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	fp := newFakeProvider()
+	t.Cleanup(fp.closeAll)
+	s, err := NewPlane(context.Background(), Options{
+		StateDir:  real,
+		Token:     testToken,
+		Providers: map[string]Provider{"docker": fp},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	// The record first: opening the store starts a sweep.
+	rec, err := s.validate(wire.CreateSandbox{Provider: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Lower = filepath.Join(link, "checkpoints", "trees", "sb_src.cp_gone")
+	rec.Status = wire.SandboxRunning
+	if _, err := s.add(rec); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.cpStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := st.TreeDir("sb_src", "cp_gone")
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s.sweepTrees()
+	if _, err := os.Lstat(dir); err != nil {
+		t.Fatalf("the tree of a running fork (recorded as %s) was removed: %v", rec.Lower, err)
 	}
 }
