@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/limbs-dev/limbs/internal/checkpoint"
@@ -101,5 +102,27 @@ func TestSweepTreesRemovesHalfWritten(t *testing.T) {
 	}
 	if _, err := os.Lstat(blob.Name()); err != nil {
 		t.Errorf("a sweep of trees took a blob's temporary file: %v", err)
+	}
+}
+
+// A restore streams every file's blob from a goroutine of its own, where
+// a panic ends limbs serve: a hash the sandbox's scan left empty is an
+// error.
+func TestOpenBlobNotAHash(t *testing.T) {
+	st, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"", "a", "../../../../etc/passwd", strings.Repeat("A", 64)} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("OpenBlob(%q) panicked: %v", h, r)
+				}
+			}()
+			if f, err := st.OpenBlob(h); !errors.Is(err, checkpoint.ErrInvalid) {
+				t.Errorf("OpenBlob(%q) = %v, %v; want ErrInvalid", h, f, err)
+			}
+		}()
 	}
 }
