@@ -46,6 +46,9 @@ type checkpoints struct {
 	// head.ref), read-only once in: a checkpoint after a small change
 	// must not parse the previous manifest again.
 	heads map[string]*cpstore.Manifest
+	// forking counts, per tree, the forks being made over it whose
+	// records may not name it yet: sweepTrees keeps it meanwhile.
+	forking map[string]int
 }
 
 func (s *Plane) headOf(st *cpstore.Store, sb string) *cpstore.Manifest {
@@ -690,21 +693,45 @@ func (s *Plane) forkLower(m *cpstore.Manifest, specs []wire.CreateSandbox) (stri
 	if err != nil {
 		return "", 0
 	}
+	// Held before the tree is looked for: a sweep after the checkpoint's
+	// deletion must not take it before the forks' records name it.
+	s.holdTree(st.TreeDir(m.Meta.Sandbox, m.Meta.ID), 1)
 	dir, n, err := st.Tree(m)
 	if err != nil {
+		s.holdTree(st.TreeDir(m.Meta.Sandbox, m.Meta.ID), -1)
 		s.log.Warn("forks copy the checkpoint instead of sharing it", "checkpoint", m.Meta.ID, "err", err)
 		return "", 0
 	}
 	return dir, n
 }
 
+// holdTree adds d to the forks being made over the tree dir.
+func (s *Plane) holdTree(dir string, d int) {
+	s.ck.mu.Lock()
+	defer s.ck.mu.Unlock()
+	if s.ck.forking == nil {
+		s.ck.forking = map[string]int{}
+	}
+	if s.ck.forking[dir] += d; s.ck.forking[dir] <= 0 {
+		delete(s.ck.forking, dir)
+	}
+}
+
 // treeInUse reports whether a sandbox's workspace has the tree dir as its
-// lower layer.
+// lower layer, or forks are being made over it.
 func (s *Plane) treeInUse(dir string) bool {
+	s.ck.mu.Lock()
+	forking := s.ck.forking[dir] > 0
+	s.ck.mu.Unlock()
+	if forking {
+		return true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.sandboxes {
-		if e.rec.Lower == dir {
+		// By name: the record spells the state dir as it was spelled
+		// when the fork was made (a symlink, another --state-dir).
+		if e.rec.Lower != "" && filepath.Base(e.rec.Lower) == filepath.Base(dir) {
 			return true
 		}
 	}
@@ -729,6 +756,10 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 	written := make([]int64, len(specs))
 	start := time.Now()
 	lower, built := s.forkLower(m, specs)
+	if lower != "" {
+		// Once every create is done, the records name the tree.
+		defer s.holdTree(lower, -1)
+	}
 	treeT := time.Since(start)
 	var created, restored [2]atomic.Int64 // sum and max, in µs
 	note := func(a *[2]atomic.Int64, d time.Duration) {

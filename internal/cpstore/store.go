@@ -110,6 +110,10 @@ func (s *Store) BlobPath(hash string) string {
 
 // OpenBlob opens the blob of hash.
 func (s *Store) OpenBlob(hash string) (*os.File, error) {
+	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		// A file the sandbox listed without sending its content.
+		return nil, fmt.Errorf("the checkpoint holds a file without content (hash %q): the sandbox's scan left it out; delete the checkpoint: %w", hash, checkpoint.ErrInvalid)
+	}
 	f, err := os.Open(s.BlobPath(hash))
 	if err != nil {
 		return nil, fmt.Errorf("blob %s of the checkpoint store is missing (%v); the checkpoint cannot be restored: delete it", hash, err)

@@ -194,17 +194,26 @@ func setMtime(p string, mtime int64) error {
 }
 
 // SweepTrees removes every tree whose checkpoint is gone and which inUse
-// does not claim (a sandbox's workspace still has it as its lower layer).
+// does not claim (a sandbox's workspace still has it as its lower layer),
+// and what a Tree cut short by a crash left in tmp/.
 func (s *Store) SweepTrees(inUse func(dir string) bool) error {
 	s.treeMu.Lock()
 	defer s.treeMu.Unlock()
+	var errs []error
+	// Trees half-written by a limbs serve that died meanwhile: with
+	// treeMu held, Tree writes none now.
+	half, _ := filepath.Glob(filepath.Join(s.dir, "tmp", "tree*"))
+	for _, d := range half {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	des, err := os.ReadDir(filepath.Join(s.dir, "trees"))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return errors.Join(errs...)
 	} else if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
-	var errs []error
 	for _, de := range des {
 		sb, cp, ok := strings.Cut(de.Name(), ".")
 		dir := filepath.Join(s.dir, "trees", de.Name())
