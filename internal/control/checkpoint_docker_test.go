@@ -178,3 +178,49 @@ func forkCOW(t *testing.T, p *plane, forks []wire.Sandbox, prep wire.Checkpoint,
 	}
 	t.Logf("a fork's first checkpoint: %d ms, frozen %d, %d bytes sent", cp.DurationMS, cp.FrozenMS, cp.Sent)
 }
+
+// A fork whose copy-on-write workspace the engine cannot make (here: a
+// state dir whose path has a comma, which the overlay's options cannot
+// carry) gets a full copy instead of failing.
+func TestDockerForkFallsBackToCopy(t *testing.T) {
+	dir := filepath.Join(stateDir(t), "state,with-comma")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dp := dockerOrSkip(t, dir)
+	p := newDockerPlane(t, dir, dp, nil)
+	ctx := context.Background()
+	sbs := p.c.Sandboxes()
+	sb, err := sbs.Create(ctx, wire.CreateSandbox{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sbs.Remove(context.Background(), sb.ID) })
+	c := p.sandboxClient(t, sb.ID)
+	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	execIn(t, c, `mkdir -p /workspace/d && echo kept > /workspace/d/f && ln -s d/f /workspace/link`)
+	cp, err := sbs.Checkpoint(ctx, sb.ID, wire.CreateCheckpoint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk, err := sbs.Fork(ctx, sb.ID, wire.Fork{Count: 2, Checkpoint: cp.ID})
+	if err != nil {
+		t.Fatalf("fork when the overlay cannot be made: %v", err)
+	}
+	defer func() {
+		for _, f := range fk.Sandboxes {
+			_ = sbs.Remove(context.Background(), f.ID)
+		}
+	}()
+	if fk.Shared || len(fk.Sandboxes) != 2 || fk.DiskBytes < 2*cp.Size {
+		t.Fatalf("fork: shared %v, %d sandboxes, %d bytes written (want copies: 2 x %d)", fk.Shared, len(fk.Sandboxes), fk.DiskBytes, cp.Size)
+	}
+	for _, f := range fk.Sandboxes {
+		fc := p.sandboxClient(t, f.ID)
+		if got := execIn(t, fc, `cat /workspace/link; stat -f -c %T /workspace`); got == "" || !strings.HasPrefix(got, "kept\n") || strings.HasSuffix(got, "overlayfs") {
+			t.Errorf("fork %s: %q; want the file, not on an overlay", f.ID, got)
+		}
+	}
+}

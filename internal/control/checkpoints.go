@@ -768,13 +768,23 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 		for m := a[1].Load(); us > m && !a[1].CompareAndSwap(m, us); m = a[1].Load() {
 		}
 	}
+	var copied atomic.Int64 // forks that could not share the tree
 	var wg sync.WaitGroup
 	for i := range specs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
+			shared := lower != ""
 			sb, err := s.createOver(ctx, specs[i], lower)
+			if err != nil && shared && !errors.Is(err, wire.ErrTooMany) && !errors.Is(err, wire.ErrConflict) && ctx.Err() == nil {
+				// The engine could not make the overlay (its file system,
+				// a remapped or rootless engine): this fork gets a copy.
+				s.log.Warn("a fork copies its checkpoint: its copy-on-write workspace could not be made (limbs serve --fork-copy skips trying)", "checkpoint", m.Meta.ID, "err", err)
+				shared = false
+				copied.Add(1)
+				sb, err = s.createOver(ctx, specs[i], "")
+			}
 			if err != nil {
 				errs[i] = err
 				return
@@ -785,7 +795,7 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 			d, err := s.Dial(ctx, sb.ID)
 			if err == nil {
 				var res wire.Restored
-				res, err = s.restoreInto(ctx, d, m, lower != "")
+				res, err = s.restoreInto(ctx, d, m, shared)
 				written[i] = res.Bytes
 			}
 			note(&restored, time.Since(t0))
@@ -809,7 +819,7 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 	s.log.Info("forked", "checkpoint", m.Meta.ID, "count", n, "shared", lower != "", "took", time.Since(start),
 		"tree", treeT, "create_avg", time.Duration(created[0].Load()/n)*time.Microsecond, "create_max", time.Duration(created[1].Load())*time.Microsecond,
 		"restore_avg", time.Duration(restored[0].Load()/n)*time.Microsecond, "restore_max", time.Duration(restored[1].Load())*time.Microsecond)
-	fk := wire.Forked{Sandboxes: out, Shared: lower != "", DiskBytes: built, TreeMS: treeT.Milliseconds(),
+	fk := wire.Forked{Sandboxes: out, Shared: lower != "" && copied.Load() == 0, DiskBytes: built, TreeMS: treeT.Milliseconds(),
 		CreateMS: created[1].Load() / 1000, RestoreMS: restored[1].Load() / 1000}
 	for i, sb := range out {
 		if g, err := s.Get(ctx, sb.ID); err == nil {
