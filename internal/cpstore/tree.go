@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -43,6 +44,7 @@ func (s *Store) Tree(m *Manifest) (string, int64, error) {
 	dst := s.TreeDir(m.Meta.Sandbox, m.Meta.ID)
 	s.treeMu.Lock()
 	defer s.treeMu.Unlock()
+	s.touchTree(treeName(m.Meta.Sandbox, m.Meta.ID))
 	if fi, err := os.Lstat(dst); err == nil && fi.IsDir() {
 		return dst, 0, nil
 	}
@@ -193,9 +195,24 @@ func setMtime(p string, mtime int64) error {
 	return unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// SweepTrees removes every tree whose checkpoint is gone and which inUse
-// does not claim (a sandbox's workspace still has it as its lower layer),
-// and what a Tree cut short by a crash left in tmp/.
+// TreeIdle is how long a tree no sandbox uses is kept for the next fork
+// of its checkpoint (which would write it again).
+const TreeIdle = 10 * time.Minute
+
+// touchTree records that the tree name was asked for now, in
+// trees-used/NAME (not in trees/: a tree is never changed once built).
+func (s *Store) touchTree(name string) {
+	d := filepath.Join(s.dir, "trees-used")
+	if os.MkdirAll(d, 0o700) == nil {
+		_ = os.WriteFile(filepath.Join(d, name), nil, 0o600)
+	}
+}
+
+// SweepTrees removes every tree that inUse does not claim (a sandbox's
+// workspace has it as its lower layer) and whose checkpoint is gone or
+// that no fork asked for within TreeIdle (a tree nothing uses is a full
+// copy of its checkpoint kept for nothing), and what a Tree cut short
+// by a crash left in tmp/.
 func (s *Store) SweepTrees(inUse func(dir string) bool) error {
 	s.treeMu.Lock()
 	defer s.treeMu.Unlock()
@@ -217,10 +234,13 @@ func (s *Store) SweepTrees(inUse func(dir string) bool) error {
 	for _, de := range des {
 		sb, cp, ok := strings.Cut(de.Name(), ".")
 		dir := filepath.Join(s.dir, "trees", de.Name())
+		used := filepath.Join(s.dir, "trees-used", de.Name())
 		if ok {
 			if p, err := s.path(sb, cp); err == nil {
 				if _, err := os.Lstat(p); err == nil {
-					continue
+					if fi, err := os.Lstat(used); err == nil && time.Since(fi.ModTime()) < TreeIdle {
+						continue
+					}
 				}
 			}
 		}
@@ -229,7 +249,9 @@ func (s *Store) SweepTrees(inUse func(dir string) bool) error {
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		os.Remove(used)
 	}
 	return errors.Join(errs...)
 }

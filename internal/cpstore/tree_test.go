@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limbs-dev/limbs/internal/checkpoint"
 )
@@ -124,5 +125,56 @@ func TestOpenBlobNotAHash(t *testing.T) {
 				t.Errorf("OpenBlob(%q) = %v, %v; want ErrInvalid", h, f, err)
 			}
 		}()
+	}
+}
+
+// A tree no sandbox uses is kept for the next fork of its checkpoint
+// within TreeIdle, and removed after, though its checkpoint stays: it is
+// a full copy kept for nothing.
+func TestSweepTreesRemovesIdle(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a tree gives every path its owner: it needs root")
+	}
+	st, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Manifest{Entries: []checkpoint.Entry{{Path: "workspace", Type: checkpoint.TypeDir, Mode: 0o755}}}
+	m.Meta.Sandbox, m.Meta.ID, m.Meta.Roots = "sb_src", "cp_one", []string{"/workspace"}
+	if err := st.Save(m, m.Meta.ID); err != nil {
+		t.Fatal(err)
+	}
+	dir, _, err := st.Tree(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused := func(string) bool { return false }
+	if err := st.SweepTrees(unused); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); err != nil {
+		t.Fatalf("a tree asked for just now was swept: %v", err)
+	}
+	old := time.Now().Add(-TreeIdle - time.Minute)
+	if err := os.Chtimes(filepath.Join(st.dir, "trees-used", filepath.Base(dir)), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SweepTrees(func(string) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); err != nil {
+		t.Fatalf("an idle tree a sandbox still uses was swept: %v", err)
+	}
+	if err := st.SweepTrees(unused); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an idle tree nothing uses is still there: %v", err)
+	}
+	if _, err := st.Load(m.Meta.Sandbox, m.Meta.ID); err != nil {
+		t.Fatalf("the checkpoint went with its tree: %v", err)
+	}
+	if again, _, err := st.Tree(m); err != nil || again != dir {
+		t.Fatalf("the tree is not written again for the next fork: %q %v", again, err)
 	}
 }
