@@ -46,8 +46,8 @@ type checkpoints struct {
 	// head.ref), read-only once in: a checkpoint after a small change
 	// must not parse the previous manifest again.
 	heads map[string]*cpstore.Manifest
-	// forking counts, per tree, the forks being made over it whose
-	// records may not name it yet: sweepTrees keeps it meanwhile.
+	// forking counts, per tree name (SB.CP), the forks being made over
+	// it whose records may not name it yet: sweepTrees keeps it meanwhile.
 	forking map[string]int
 }
 
@@ -437,12 +437,11 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest,
 	if err != nil {
 		return wire.Restored{}, fmt.Errorf("reading what the sandbox holds now: %w", err)
 	}
-	var res checkpoint.RestoreResult
+	base, trust := ing.End.Base, false
 	if shared && ing.End.MetaScan != "" {
-		res, err = s.sendRestore(ctx, st, d, m, ing.Manifest, ing.End.MetaScan, true)
-	} else {
-		res, err = s.sendRestore(ctx, st, d, m, ing.Manifest, ing.End.Base, false)
+		base, trust = ing.End.MetaScan, true
 	}
+	res, err := s.sendRestore(ctx, st, d, m, ing.Manifest, base, trust)
 	if errors.Is(err, wire.ErrConflict) {
 		res, err = s.sendRestore(ctx, st, d, m, nil, "", false)
 	}
@@ -695,10 +694,11 @@ func (s *Plane) forkLower(m *cpstore.Manifest, specs []wire.CreateSandbox) (stri
 	}
 	// Held before the tree is looked for: a sweep after the checkpoint's
 	// deletion must not take it before the forks' records name it.
-	s.holdTree(st.TreeDir(m.Meta.Sandbox, m.Meta.ID), 1)
+	held := st.TreeDir(m.Meta.Sandbox, m.Meta.ID)
+	s.holdTree(held, 1)
 	dir, n, err := st.Tree(m)
 	if err != nil {
-		s.holdTree(st.TreeDir(m.Meta.Sandbox, m.Meta.ID), -1)
+		s.holdTree(held, -1)
 		s.log.Warn("forks copy the checkpoint instead of sharing it", "checkpoint", m.Meta.ID, "err", err)
 		return "", 0
 	}
@@ -707,21 +707,24 @@ func (s *Plane) forkLower(m *cpstore.Manifest, specs []wire.CreateSandbox) (stri
 
 // holdTree adds d to the forks being made over the tree dir.
 func (s *Plane) holdTree(dir string, d int) {
+	name := filepath.Base(dir)
 	s.ck.mu.Lock()
 	defer s.ck.mu.Unlock()
 	if s.ck.forking == nil {
 		s.ck.forking = map[string]int{}
 	}
-	if s.ck.forking[dir] += d; s.ck.forking[dir] <= 0 {
-		delete(s.ck.forking, dir)
+	if s.ck.forking[name] += d; s.ck.forking[name] <= 0 {
+		delete(s.ck.forking, name)
 	}
 }
 
-// treeInUse reports whether a sandbox's workspace has the tree dir as its
-// lower layer, or forks are being made over it.
-func (s *Plane) treeInUse(dir string) bool {
+// treeInUse reports whether a sandbox's workspace has the tree name as
+// its lower layer, or forks are being made over it. By name: a record
+// spells the state dir as it was spelled when the fork was made (a
+// symlink, another --state-dir).
+func (s *Plane) treeInUse(name string) bool {
 	s.ck.mu.Lock()
-	forking := s.ck.forking[dir] > 0
+	forking := s.ck.forking[name] > 0
 	s.ck.mu.Unlock()
 	if forking {
 		return true
@@ -729,9 +732,7 @@ func (s *Plane) treeInUse(dir string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.sandboxes {
-		// By name: the record spells the state dir as it was spelled
-		// when the fork was made (a symlink, another --state-dir).
-		if e.rec.Lower != "" && filepath.Base(e.rec.Lower) == filepath.Base(dir) {
+		if e.rec.Lower != "" && filepath.Base(e.rec.Lower) == name {
 			return true
 		}
 	}
@@ -761,11 +762,10 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 		defer s.holdTree(lower, -1)
 	}
 	treeT := time.Since(start)
-	var created, restored [2]atomic.Int64 // sum and max, in µs
-	note := func(a *[2]atomic.Int64, d time.Duration) {
-		us := d.Microseconds()
-		a[0].Add(us)
-		for m := a[1].Load(); us > m && !a[1].CompareAndSwap(m, us); m = a[1].Load() {
+	var created, restored atomic.Int64 // the slowest, in ms
+	note := func(slowest *atomic.Int64, d time.Duration) {
+		ms := d.Milliseconds()
+		for m := slowest.Load(); ms > m && !slowest.CompareAndSwap(m, ms); m = slowest.Load() {
 		}
 	}
 	var copied atomic.Int64 // forks that could not share the tree
@@ -815,12 +815,10 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 		}
 		return wire.Forked{}, err
 	}
-	n := int64(len(specs))
-	s.log.Info("forked", "checkpoint", m.Meta.ID, "count", n, "shared", lower != "", "took", time.Since(start),
-		"tree", treeT, "create_avg", time.Duration(created[0].Load()/n)*time.Microsecond, "create_max", time.Duration(created[1].Load())*time.Microsecond,
-		"restore_avg", time.Duration(restored[0].Load()/n)*time.Microsecond, "restore_max", time.Duration(restored[1].Load())*time.Microsecond)
 	fk := wire.Forked{Sandboxes: out, Shared: lower != "" && copied.Load() == 0, DiskBytes: built, TreeMS: treeT.Milliseconds(),
-		CreateMS: created[1].Load() / 1000, RestoreMS: restored[1].Load() / 1000}
+		CreateMS: created.Load(), RestoreMS: restored.Load()}
+	s.log.Info("forked", "checkpoint", m.Meta.ID, "count", len(specs), "shared", fk.Shared, "took", time.Since(start),
+		"tree_ms", fk.TreeMS, "slowest_create_ms", fk.CreateMS, "slowest_restore_ms", fk.RestoreMS)
 	for i, sb := range out {
 		if g, err := s.Get(ctx, sb.ID); err == nil {
 			out[i] = g

@@ -72,7 +72,11 @@ func (s *Store) Tree(m *Manifest) (string, int64, error) {
 func (s *Store) writeTree(m *Manifest, dir string) (int64, error) {
 	root := strings.TrimPrefix(m.Meta.Roots[0], "/")
 	made := map[string]bool{}
-	var dirs []checkpoint.Entry
+	type madeDir struct {
+		path string
+		e    *checkpoint.Entry
+	}
+	var dirs []madeDir
 	var bytes int64
 	if len(m.Entries) == 0 || m.Entries[0].Path != root || m.Entries[0].Type != checkpoint.TypeDir {
 		return 0, fmt.Errorf("the manifest does not start with its root directory /%s: %w", root, checkpoint.ErrInvalid)
@@ -96,7 +100,7 @@ func (s *Store) writeTree(m *Manifest, dir string) (int64, error) {
 				return bytes, err
 			}
 			made[e.Path] = true
-			dirs = append(dirs, *e)
+			dirs = append(dirs, madeDir{p, e})
 		case checkpoint.TypeSymlink:
 			if err := os.Symlink(e.Link, p); err != nil {
 				return bytes, err
@@ -120,11 +124,7 @@ func (s *Store) writeTree(m *Manifest, dir string) (int64, error) {
 	// Directories last, deepest first: making their children moved their
 	// mtimes.
 	for i := len(dirs) - 1; i >= 0; i-- {
-		e := &dirs[i]
-		p := dir
-		if e.Path != root {
-			p = filepath.Join(dir, strings.TrimPrefix(e.Path, root+"/"))
-		}
+		p, e := dirs[i].path, dirs[i].e
 		if err := os.Lchown(p, e.UID, e.GID); err != nil {
 			return bytes, err
 		}
@@ -213,7 +213,7 @@ func (s *Store) touchTree(name string) {
 // that no fork asked for within TreeIdle (a tree nothing uses is a full
 // copy of its checkpoint kept for nothing), and what a Tree cut short
 // by a crash left in tmp/.
-func (s *Store) SweepTrees(inUse func(dir string) bool) error {
+func (s *Store) SweepTrees(inUse func(name string) bool) error {
 	s.treeMu.Lock()
 	defer s.treeMu.Unlock()
 	var errs []error
@@ -244,7 +244,7 @@ func (s *Store) SweepTrees(inUse func(dir string) bool) error {
 				}
 			}
 		}
-		if inUse(dir) {
+		if inUse(de.Name()) {
 			continue
 		}
 		if err := os.RemoveAll(dir); err != nil {
