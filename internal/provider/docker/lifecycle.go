@@ -222,11 +222,6 @@ func (p *Provider) Remove(ctx context.Context, id string) error {
 		if dir := c.Config.Labels[labelSocketDir]; dir != "" {
 			p.removeSocketDir(id, dir)
 		}
-		// With the container gone the overlay is unmounted: the volume,
-		// then its layers, can go.
-		if p.removeVolume(ctx, volumeName(id), id) {
-			found = true
-		}
 	case !errors.Is(err, wire.ErrNotFound):
 		return err
 	case idRE.MatchString(id) && filepath.IsAbs(p.opts.SocketRoot):
@@ -239,6 +234,8 @@ func (p *Provider) Remove(ctx context.Context, id string) error {
 	if p.removeVolume(ctx, volumeName(id), id) {
 		found = true
 	}
+	// With the container and the volume gone the overlay is unmounted:
+	// its layers can go.
 	p.removeOverlayDirs(ctx, id)
 	if !found {
 		return fmt.Errorf("sandbox %q: no such container: %w", id, wire.ErrNotFound)
