@@ -24,23 +24,10 @@ import (
 func BenchmarkCheckpoints(b *testing.B) {
 	big := envInt("LIMBS_BENCH_CKPT_BIG", 100<<20)
 	rounds := envInt("LIMBS_BENCH_CKPT_ROUNDS", 20)
-	dir := stateDir(b)
-	dp := dockerOrSkip(b, dir)
-	p := newDockerPlane(b, dir, dp, nil)
-	ctx := context.Background()
-	sbs := p.c.Sandboxes()
-	sb, err := sbs.Create(ctx, wire.CreateSandbox{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = sbs.Remove(context.Background(), sb.ID) })
-	c := p.sandboxClient(b, sb.ID)
-	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
-		b.Fatal(err)
-	}
+	p, sb, c := dockerSession(b, stateDir(b))
 	execIn(b, c, fmt.Sprintf("export W=/workspace BIG=%d; %s", big, genTree))
 	for i := 0; i < b.N; i++ {
-		rows := benchRows(b, p, sb.ID, rounds)
+		rows := benchRows(b, p, sb, rounds)
 		fmt.Fprintf(os.Stdout, "\ncheckpoints of a workspace of 10,000 files + %d MB (Docker, %d rounds)\n", big>>20, rounds)
 		fmt.Fprintf(os.Stdout, "%-34s %10s %12s %s\n", "operation", "ms", "frozen ms", "vs tar")
 		tar := rows[len(rows)-2].ms

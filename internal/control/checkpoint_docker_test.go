@@ -187,25 +187,15 @@ func TestDockerForkFallsBackToCopy(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	dp := dockerOrSkip(t, dir)
-	p := newDockerPlane(t, dir, dp, nil)
+	p, sb, c := dockerSession(t, dir)
 	ctx := context.Background()
 	sbs := p.c.Sandboxes()
-	sb, err := sbs.Create(ctx, wire.CreateSandbox{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sbs.Remove(context.Background(), sb.ID) })
-	c := p.sandboxClient(t, sb.ID)
-	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
-		t.Fatal(err)
-	}
 	execIn(t, c, `mkdir -p /workspace/d && echo kept > /workspace/d/f && ln -s d/f /workspace/link`)
-	cp, err := sbs.Checkpoint(ctx, sb.ID, wire.CreateCheckpoint{})
+	cp, err := sbs.Checkpoint(ctx, sb, wire.CreateCheckpoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fk, err := sbs.Fork(ctx, sb.ID, wire.Fork{Count: 2, Checkpoint: cp.ID})
+	fk, err := sbs.Fork(ctx, sb, wire.Fork{Count: 2, Checkpoint: cp.ID})
 	if err != nil {
 		t.Fatalf("fork when the overlay cannot be made: %v", err)
 	}

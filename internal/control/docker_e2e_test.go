@@ -304,3 +304,22 @@ func randomSuffix(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// dockerSession runs a control plane on dir with the docker provider and
+// gives it one sandbox, removed when the test ends, with a session
+// "main": the plane, the sandbox's id and its limbsd client.
+func dockerSession(t testing.TB, dir string) (*plane, string, *client.Client) {
+	t.Helper()
+	p := newDockerPlane(t, dir, dockerOrSkip(t, dir), nil)
+	sbs := p.c.Sandboxes()
+	sb, err := sbs.Create(context.Background(), wire.CreateSandbox{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sbs.Remove(context.Background(), sb.ID) })
+	c := p.sandboxClient(t, sb.ID)
+	if _, err := c.CreateSession(context.Background(), wire.CreateSession{Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	return p, sb.ID, c
+}

@@ -1,7 +1,6 @@
 package control_test
 
 import (
-	"context"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -9,33 +8,19 @@ import (
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/testbin"
-	"github.com/limbs-dev/limbs/internal/wire"
 )
 
 // limbs snapshot: the image holds the container's own changes and the
 // workspace volume's files, and carries no limbs label that would make
 // its containers pass for sandboxes.
 func TestDockerSnapshot(t *testing.T) {
-	dir := stateDir(t)
-	dp := dockerOrSkip(t, dir)
-	p := newDockerPlane(t, dir, dp, nil)
-	ctx := context.Background()
-	sbs := p.c.Sandboxes()
-	sb, err := sbs.Create(ctx, wire.CreateSandbox{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sbs.Remove(context.Background(), sb.ID) })
-	c := p.sandboxClient(t, sb.ID)
-	if _, err := c.CreateSession(ctx, wire.CreateSession{Name: "main"}); err != nil {
-		t.Fatal(err)
-	}
+	p, sb, c := dockerSession(t, stateDir(t))
 	// /tmp is a tmpfs (tmp_mb): the agent's home is in the container's layer.
 	home := execIn(t, c, `echo in-volume > /workspace/hello.txt && mkdir -p /workspace/d && ln -s ../hello.txt /workspace/d/link && echo in-layer > "$HOME/outside.txt" && echo "$HOME"`)
 	img := "limbs-test-snapshot:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", img).Run() })
 	limbs := testbin.Path(t, "limbs", false)
-	out, err := exec.Command(limbs, "snapshot", "--addr", strings.TrimPrefix(p.ts.URL, "http://"), "--token", e2eToken, sb.ID, "--image", img).CombinedOutput()
+	out, err := exec.Command(limbs, "snapshot", "--addr", strings.TrimPrefix(p.ts.URL, "http://"), "--token", e2eToken, sb, "--image", img).CombinedOutput()
 	if err != nil {
 		t.Fatalf("limbs snapshot: %v: %s", err, out)
 	}
