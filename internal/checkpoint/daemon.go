@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -62,6 +63,9 @@ type Daemon struct {
 	metaID string
 	hold   *frozen
 	holdT  *time.Timer
+	// track vouches for what changed since the scan lastID, so that the
+	// next scan lists only that (track.go); nil: the next walks all.
+	track *tracker
 }
 
 // holdMax is how long a hold=1 scan keeps the sandbox frozen at most.
@@ -78,10 +82,14 @@ type ScanEnd struct {
 	FrozenMS int64    `json:"frozen_ms"`
 	StopMS   int64    `json:"stop_ms"` // of FrozenMS, the time to stop every process
 	WalkMS   int64    `json:"walk_ms"` // of FrozenMS, the walk
-	Files    int      `json:"files"`
-	Sent     int64    `json:"sent"`
-	Skipped  int      `json:"skipped,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	// Tracked: only the directories inotify named since the base were
+	// listed (Listed of them); otherwise every directory was.
+	Tracked bool   `json:"tracked,omitempty"`
+	Listed  int    `json:"listed"`
+	Files   int    `json:"files"`
+	Sent    int64  `json:"sent"`
+	Skipped int    `json:"skipped,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // RestoreHeader is the H record that starts a restore stream.
@@ -191,6 +199,15 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 		s.base = d.last
 		end.Base = b
 	}
+	tracked := content && s.base != nil && d.track.serves(roots, d.lastID)
+	if tracked {
+		s.next = maps.Clone(d.last) // before the freeze: it is 10,000 entries
+	} else if content {
+		// A content scan walks all: it builds new watches. (A scan without
+		// content leaves the watches of the last one with content alone.)
+		d.track.close()
+		d.track = nil
+	}
 	w.Header().Set("Content-Type", "application/x-limbs-checkpoint")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 256<<10)
@@ -204,14 +221,32 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	var werr error
-	for _, root := range roots {
-		if werr = s.scanRoot("/" + root); werr != nil {
-			break
+	if tracked {
+		if err := s.incremental(d.track, fz.procs); err != nil {
+			d.log.Debug("checkpoint scan: walking everything", "why", err, "broken", d.track.broken)
+			d.track.close()
+			d.track = nil
+			tracked = false
+			s.next, s.changes, s.forgot, s.collect, s.track, s.files, s.listed = make(table, len(d.last)), nil, nil, false, nil, 0, 0
+		} else {
+			werr = s.flush()
+			end.Tracked = true
+		}
+	}
+	if !tracked {
+		if content {
+			d.track = newTracker(roots)
+			s.track = d.track
+		}
+		for _, root := range roots {
+			if werr = s.scanRoot("/" + root); werr != nil {
+				break
+			}
 		}
 	}
 	end.WalkMS = time.Since(fz.start).Milliseconds() - end.StopMS
 	// Only the roots' paths count as removed.
-	if werr == nil && s.base != nil {
+	if werr == nil && s.base != nil && !tracked {
 		var gone []string
 		for p := range s.base {
 			if _, ok := s.next[p]; !ok {
@@ -248,7 +283,7 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 		thawed = true
 		end.FrozenMS = fz.thaw().Milliseconds()
 	}
-	end.Files, end.Sent, end.Skipped = s.files, s.sent, s.skipped
+	end.Files, end.Sent, end.Skipped, end.Listed = s.files, s.sent, s.skipped, s.listed
 	switch {
 	case werr != nil:
 		end.Error = werr.Error()
@@ -259,11 +294,18 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 	case end.Error == "" && content:
 		d.last, d.lastID = s.next, newScanID()
 		end.Scan = d.lastID
+		if d.track != nil {
+			d.track.scan = d.lastID
+		}
 	case end.Error == "":
 		d.meta, d.metaID = s.next, newScanID()
 		end.MetaScan = d.metaID
 	default:
 		d.last, d.lastID = nil, ""
+	}
+	if d.last == nil || d.track != nil && d.track.broken != "" {
+		d.track.close()
+		d.track = nil
 	}
 	js, _ := json.Marshal(states)
 	_, _ = bw.Write(AppendJSON(nil, KindState, js))
@@ -314,6 +356,8 @@ func (d *Daemon) restore(w http.ResponseWriter, r *http.Request) {
 	}
 	// Whatever happens now, the last scans no longer tell what is on disk.
 	d.last, d.lastID = nil, ""
+	d.track.close()
+	d.track = nil
 	d.meta, d.metaID = nil, ""
 	err = d.apply(a, rd)
 	a.close()

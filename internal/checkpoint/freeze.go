@@ -31,6 +31,7 @@ const (
 
 type frozen struct {
 	pids  []int // in the order they were stopped
+	procs []int // every process of the sandbox seen, stopped already or not
 	start time.Time
 }
 
@@ -171,6 +172,9 @@ func (f *freezer) freeze() *frozen {
 				fz.pids = append(fz.pids, pi.pid)
 			}
 		}
+	}
+	for pid := range seen {
+		fz.procs = append(fz.procs, pid)
 	}
 	end := time.Now().Add(stopWait)
 	for _, pid := range fz.pids {

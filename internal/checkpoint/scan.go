@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -131,6 +132,16 @@ type scanner struct {
 	files   int
 	skipped int
 	err     error // the first file that could not be read whole
+	// track, when set, is given a watch and the names of every directory
+	// walked (track.go).
+	track *tracker
+	// collect: emit gathers the changes instead of writing them (an
+	// incremental scan writes them once it knows all of them); forgot
+	// are the paths it took out of next.
+	collect bool
+	changes []change
+	forgot  []string
+	listed  int // directories listed
 }
 
 func (s *scanner) scanRoot(abs string) error {
@@ -154,66 +165,77 @@ func (s *scanner) walk(fd int, rel string, depth int) error {
 	if depth > 256 {
 		return fmt.Errorf("%s: directories nested deeper than 256", rel)
 	}
+	if s.track != nil {
+		s.track.watch(fd, rel)
+	}
 	names, err := readNames(fd)
 	if err != nil {
 		return fmt.Errorf("listing /%s: %w", rel, err)
 	}
+	s.listed++
+	if s.track != nil {
+		s.track.names[rel] = names
+	}
 	// Stat a window of names at a time: a directory of millions of
 	// entries must not cost limbsd a Stat_t for each at once.
-	var (
-		sts  []unix.Stat_t
-		errs []error
-		lo   int
-	)
-	for i, name := range names {
-		if i == lo+len(sts) {
-			lo = i
-			sts, errs = statAll(fd, names[i:min(i+statWindow, len(names))])
-		}
-		p := rel + "/" + name
-		if s.skip[p] {
-			continue
-		}
-		st := &sts[i-lo]
-		if err := errs[i-lo]; err != nil {
-			if errors.Is(err, unix.ENOENT) {
+	for lo := 0; lo < len(names); lo += statWindow {
+		win := names[lo:min(lo+statWindow, len(names))]
+		sts, errs := statAll(fd, win)
+		for i, name := range win {
+			p := rel + "/" + name
+			if s.skip[p] {
 				continue
 			}
-			return fmt.Errorf("stat /%s: %w", p, err)
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			if err := s.emit(p, keyOf(st, ""), fd, name); err != nil {
+			if err := errs[i]; err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				return fmt.Errorf("stat /%s: %w", p, err)
+			}
+			if err := s.one(fd, p, name, &sts[i], depth); err != nil {
 				return err
 			}
-			cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return fmt.Errorf("opening /%s: %w", p, err)
-			}
-			err = s.walk(cfd, p, depth+1)
-			unix.Close(cfd)
-			if err != nil {
-				return err
-			}
-		case unix.S_IFREG:
-			if err := s.emit(p, keyOf(st, ""), fd, name); err != nil {
-				return err
-			}
-		case unix.S_IFLNK:
-			buf := make([]byte, MaxPath+1)
-			n, err := unix.Readlinkat(fd, name, buf)
-			if err != nil || n > MaxPath {
-				s.skipped++
-				continue
-			}
-			if err := s.emit(p, keyOf(st, string(buf[:n])), fd, name); err != nil {
-				return err
-			}
-		default:
-			s.skipped++ // fifos, sockets, devices are not kept
 		}
 	}
 	return nil
+}
+
+// one records the path p, named name in the directory fd, and walks it
+// when it is a directory.
+func (s *scanner) one(fd int, p, name string, st *unix.Stat_t, depth int) error {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		if err := s.emit(p, keyOf(st, ""), fd, name); err != nil {
+			return err
+		}
+		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening /%s: %w", p, err)
+		}
+		err = s.walk(cfd, p, depth+1)
+		unix.Close(cfd)
+		return err
+	case unix.S_IFREG:
+		if s.track != nil {
+			if st.Nlink > 1 {
+				s.track.multi[p] = true
+			} else {
+				delete(s.track.multi, p)
+			}
+		}
+		return s.emit(p, keyOf(st, ""), fd, name)
+	case unix.S_IFLNK:
+		buf := make([]byte, MaxPath+1)
+		n, err := unix.Readlinkat(fd, name, buf)
+		if err != nil || n > MaxPath {
+			s.skipped++
+			return nil
+		}
+		return s.emit(p, keyOf(st, string(buf[:n])), fd, name)
+	default:
+		s.skipped++ // fifos, sockets, devices are not kept
+		return nil
+	}
 }
 
 // emit records p in the next table and writes it when it changed since
@@ -228,6 +250,16 @@ func (s *scanner) emit(p string, k statKey, dirfd int, name string) error {
 			return nil
 		}
 	}
+	if s.collect {
+		s.changes = append(s.changes, change{path: p, key: k})
+		return nil
+	}
+	return s.write(p, k, dirfd, name)
+}
+
+// write writes the entry of p, and its content when the scan carries it
+// (read as name in the directory dirfd).
+func (s *scanner) write(p string, k statKey, dirfd int, name string) error {
 	e := entryOf(p, k)
 	flag := byte(FlagMeta)
 	if k.typ == TypeFile && s.content {
@@ -254,6 +286,57 @@ func (s *scanner) emit(p string, k statKey, dirfd int, name string) error {
 		delete(s.next, p)
 		if _, werr := io.CopyN(s.w, zeros{}, k.size-n); werr != nil {
 			return werr
+		}
+	}
+	return nil
+}
+
+// flush writes what an incremental scan collected: each changed path
+// once, as it is in next, then the paths gone.
+func (s *scanner) flush() error {
+	s.collect = false
+	slices.SortStableFunc(s.changes, func(a, b change) int { return strings.Compare(a.path, b.path) })
+	dirfd, dir := -1, ""
+	defer func() {
+		if dirfd >= 0 {
+			unix.Close(dirfd)
+		}
+	}()
+	for i, c := range s.changes {
+		if i+1 < len(s.changes) && s.changes[i+1].path == c.path {
+			continue // listed twice (a directory and its parent): the later one
+		}
+		k, ok := s.next[c.path]
+		if !ok {
+			continue // taken out after it was listed
+		}
+		name := c.path[strings.LastIndexByte(c.path, '/')+1:]
+		if k.typ == TypeFile && s.content && k.size > 0 {
+			if d := parentOf(c.path); dirfd < 0 || d != dir {
+				if dirfd >= 0 {
+					unix.Close(dirfd)
+				}
+				dir = d
+				dirfd, _ = openDir("/" + d) // -1 fails the read below, and the scan
+			}
+		}
+		if err := s.write(c.path, k, dirfd, name); err != nil {
+			return err
+		}
+	}
+	slices.Sort(s.forgot)
+	for i, p := range s.forgot {
+		if i > 0 && s.forgot[i-1] == p {
+			continue
+		}
+		if _, back := s.next[p]; back {
+			continue
+		}
+		if _, was := s.base[p]; !was {
+			continue
+		}
+		if _, err := s.w.Write(AppendRemoved(nil, p)); err != nil {
+			return err
 		}
 	}
 	return nil
