@@ -227,7 +227,7 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 			d.track.close()
 			d.track = nil
 			tracked = false
-			s.next, s.changes, s.forgot, s.collect, s.track, s.files, s.listed = make(table, len(d.last)), nil, nil, false, nil, 0, 0
+			s.next, s.changes, s.forgot, s.collect, s.track, s.files, s.listed, s.skipped = make(table, len(d.last)), nil, nil, false, nil, 0, 0, 0
 		} else {
 			werr = s.flush()
 			end.Tracked = true

@@ -216,6 +216,12 @@ func (s *scanner) one(fd int, p, name string, st *unix.Stat_t, depth int) error 
 		unix.Close(cfd)
 		return err
 	case unix.S_IFREG:
+		if s.collect && st.Nlink > 1 && !s.track.multi[p] {
+			// A new link to a file: its other names changed (ctime,
+			// nlink) in directories that had no event. Only a walk
+			// finds them.
+			return errWalkAll
+		}
 		if s.track != nil {
 			if st.Nlink > 1 {
 				s.track.multi[p] = true

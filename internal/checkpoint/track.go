@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -24,24 +26,36 @@ import (
 // again, and builds new watches.
 //
 // What inotify does not see, and the answer to each:
-//   - A write through a shared writable mmap raises no event. At the scan,
-//     with the sandbox frozen, the directories of every file mapped shared
-//     and writable (/proc/PID/maps) are listed; a mapping gone since raised
-//     IN_CLOSE_WRITE when its file was released.
-//   - A write through a hard link in a directory that is not watched raises
-//     no event for the watched name. Links cannot cross mounts, so a root
-//     is tracked only when it is a whole mount (the workspace volume, a
-//     fork's overlay), and the directory of a file with more than one link
-//     is always listed.
+//   - A write through a shared mapping raises no event, and a read-only
+//     one may be made writable (mprotect). At the scan, with the sandbox
+//     frozen, the directories of every file a process maps shared
+//     (/proc/PID/maps, by device and inode) are listed.
+//   - A write through a name in a directory no watch covers raises no
+//     event a watch sees. Links cannot cross mounts, so a root is tracked
+//     only when it is a whole mount (the workspace volume, a fork's
+//     overlay), and then the only such directories are new ones: a
+//     directory made since the last scan (or moved in unpaired) makes the
+//     next scan walk everything. The directory of a file with more than
+//     one link is listed at every scan, and a new link makes the scan walk
+//     everything. A name made, written and then removed (or written again
+//     after its removal) may have been a link to a file elsewhere: that
+//     walks everything too; a name moved carries what was known of it.
+//   - An fd open for writing may have been opened by a name since removed,
+//     in a directory since removed: the directories of the files open for
+//     writing in a process of the sandbox (/proc/PID/fd, by device and
+//     inode) are listed.
 //   - A full event queue (IN_Q_OVERFLOW), a watch that cannot be added
-//     (the watch limit), a directory that is not where its watch says:
-//     the next scan walks everything.
+//     (the watch limit), a directory that is not where its watch says, a
+//     process whose maps or fds cannot be read: the next scan walks
+//     everything.
 //
-// Processes outside the sandbox's mount (the host, writing to a bind
-// mount's directory through a hard link made there) are not covered; the
-// local provider's workspace is a bind mount of a host directory, and a
-// host user who hard-links into it from outside and writes through the
-// link must take the next checkpoint with a full walk (restart limbsd).
+// What is left: an fd held where no process table shows it (in flight in
+// an SCM_RIGHTS message, or an io_uring's registered files) during a
+// scan, opened by a name in a directory since removed, and written
+// through after the scan; and a host process writing into a bind-mounted
+// workspace through a hard link made outside the mount. Both need intent;
+// to bound their effect, the watches serve at most maxScans scans or
+// maxAge, after which a scan walks everything and builds them again.
 
 // trackMask is what a watched directory reports: any change of the names
 // in it, of their content or metadata, and of itself.
@@ -69,11 +83,24 @@ type tracker struct {
 	dirty  map[string]bool     // directories to list at the next scan
 	// base is the table the events since the last scan are read against,
 	// and seen what they said of each file name (nameBorn...).
-	base   table
-	seen   map[string]uint8
-	broken string // why the next scan must walk everything
-	buf    []byte
+	base     table
+	seen     map[string]uint8
+	fileFrom map[uint32]uint8 // a file's name moved away: what was known of it, by cookie
+	dirFrom  map[uint32]bool  // a watched directory moved away, by cookie
+	broken   string           // why the next scan must walk everything
+	buf      []byte
+	// made is when the watches were built, scans how many scans they
+	// served since: past maxAge or maxScans the next scan walks
+	// everything anyway, which bounds how long a change inotify could not
+	// see (see the header) stays out of the checkpoints.
+	made  time.Time
+	scans int
 }
+
+const (
+	maxAge   = 10 * time.Minute
+	maxScans = 100
+)
 
 // What the events of one interval said of a file's name.
 const (
@@ -121,6 +148,7 @@ func newTracker(roots []string) *tracker {
 	return &tracker{
 		fd: fd, roots: slices.Clone(roots), wdPath: map[int32]string{}, pathWd: map[string]int32{},
 		names: map[string][]string{}, multi: map[string]bool{}, dirty: map[string]bool{}, seen: map[string]uint8{},
+		fileFrom: map[uint32]uint8{}, dirFrom: map[uint32]bool{}, made: time.Now(),
 	}
 }
 
@@ -133,7 +161,8 @@ func (t *tracker) close() {
 
 // serves reports whether t can tell the changes since scan of roots.
 func (t *tracker) serves(roots []string, scan string) bool {
-	return t != nil && t.fd >= 0 && t.broken == "" && scan != "" && t.scan == scan && slices.Equal(t.roots, roots)
+	return t != nil && t.fd >= 0 && t.broken == "" && scan != "" && t.scan == scan && slices.Equal(t.roots, roots) &&
+		t.scans < maxScans && time.Since(t.made) < maxAge
 }
 
 // watch adds the watch of directory rel, open as fd, before it is listed:
@@ -182,13 +211,14 @@ func (t *tracker) drain() {
 				}
 				name = string(raw)
 			}
-			t.note(ev.Wd, ev.Mask, name)
+			t.note(ev, name)
 		}
 	}
 	t.broken = "the inotify queue did not empty"
 }
 
-func (t *tracker) note(wd int32, mask uint32, name string) {
+func (t *tracker) note(ev *unix.InotifyEvent, name string) {
+	wd, mask := ev.Wd, ev.Mask
 	if mask&unix.IN_Q_OVERFLOW != 0 {
 		t.broken = "the inotify queue overflowed"
 		return
@@ -212,18 +242,36 @@ func (t *tracker) note(wd int32, mask uint32, name string) {
 		}
 	}
 	t.dirty[dir] = true
-	if name != "" && mask&unix.IN_ISDIR == 0 {
-		t.noteName(dir+"/"+name, mask)
+	if name == "" {
+		return
 	}
+	if mask&unix.IN_ISDIR != 0 {
+		switch {
+		case mask&unix.IN_CREATE != 0:
+			// Nothing watched it between its making and now: a link made,
+			// written through and removed in it left no event anywhere.
+			t.broken = "a directory was made since the last scan"
+		case mask&unix.IN_MOVED_FROM != 0:
+			t.dirFrom[ev.Cookie] = true
+		case mask&unix.IN_MOVED_TO != 0:
+			if !t.dirFrom[ev.Cookie] {
+				t.broken = "a directory was moved in from outside the watched tree"
+			}
+			delete(t.dirFrom, ev.Cookie)
+		}
+		return
+	}
+	t.noteName(dir+"/"+name, mask, ev.Cookie)
 }
 
 // noteName follows what happened to the file that a name stood for. A
 // born name written and then removed may have been a second link to a
 // file elsewhere, written with no event in that file's directory: the
-// next scan must walk everything. (A name moved away is found where it
-// went, which is listed; a name the base has was stated there, and its
-// other names, if any, are listed at every scan.)
-func (t *tracker) noteName(p string, mask uint32) {
+// next scan must walk everything. A name moved takes what was known of it
+// to where it went (the two events share a cookie). A name the base has
+// was stated there, and its other names, if any, are listed at every
+// scan.
+func (t *tracker) noteName(p string, mask, cookie uint32) {
 	st, ok := t.seen[p]
 	if !ok {
 		if k, had := t.base[p]; !had || k.typ != TypeFile {
@@ -235,14 +283,18 @@ func (t *tracker) noteName(p string, mask uint32) {
 		}
 	}
 	switch {
-	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+	case mask&unix.IN_CREATE != 0:
 		st = nameBorn
+	case mask&unix.IN_MOVED_TO != 0:
+		st = nameBorn | t.fileFrom[cookie]&nameWritten
+		delete(t.fileFrom, cookie)
 	case mask&(unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE) != 0:
 		if st&nameBorn != 0 {
 			st |= nameWritten
 		}
 	case mask&unix.IN_MOVED_FROM != 0:
-		st = nameBorn // what it stood for is where it moved, and listed
+		t.fileFrom[cookie] = st
+		st = nameBorn
 	case mask&unix.IN_DELETE != 0:
 		if st&nameWritten != 0 {
 			t.broken = "/" + p + " was made, written and removed since the last scan: it may have been a link to a file elsewhere"
@@ -252,35 +304,146 @@ func (t *tracker) noteName(p string, mask uint32) {
 	t.seen[p] = st
 }
 
-// markMaps marks the directory of every file under the roots that a
-// process has mapped shared and writable: its writes raise no event.
-func (t *tracker) markMaps(pids []int) {
+// markProcs marks the directories of the files under the roots that a
+// process of the sandbox has mapped shared (a write through a mapping
+// raises no event, and a read-only one may be made writable by
+// mprotect) or open for writing (the fd may have been opened by a name
+// since removed, in a directory not watched: its writes reach no watch).
+// Files are matched by device and inode against the table, mappings of
+// other devices (an overlay shows the layer's) by path. What cannot be
+// read breaks the tracking: the next scan walks everything.
+func (s *scanner) markProcs(t *tracker, pids []int) {
+	devs := map[uint64]bool{}
+	for _, r := range t.roots {
+		if k, ok := s.next[r]; ok {
+			devs[k.dev] = true
+		}
+	}
+	inodes := map[uint64]bool{}
+	fds := 0
 	for _, pid := range pids {
-		f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+		dir := "/proc/" + strconv.Itoa(pid)
+		if err := t.markMaps(dir+"/maps", devs, inodes); err != nil {
+			t.broken = err.Error()
+			return
+		}
+		ents, err := os.ReadDir(dir + "/fd")
 		if err != nil {
+			if !gone(err) {
+				t.broken = "listing " + dir + "/fd: " + err.Error()
+				return
+			}
 			continue
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 0, 4096), 1<<16)
-		for sc.Scan() {
-			// address perms offset dev inode path
-			fields := strings.SplitN(sc.Text(), " ", 6)
-			if len(fields) < 6 || len(fields[1]) < 4 || fields[1][1] != 'w' || fields[1][3] != 's' {
+		for _, e := range ents {
+			if fds++; fds > 1<<16 {
+				t.broken = "too many open files in the sandbox to check"
+				return
+			}
+			var st unix.Stat_t
+			if unix.Stat(dir+"/fd/"+e.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !devs[uint64(st.Dev)] {
 				continue
 			}
-			p := strings.TrimLeft(fields[5], " ")
-			if !strings.HasPrefix(p, "/") {
-				continue
+			info, err := os.ReadFile(dir + "/fdinfo/" + e.Name())
+			if err != nil {
+				continue // closed since
 			}
-			p = strings.TrimSuffix(p, " (deleted)")
-			rel := strings.TrimPrefix(p, "/")
-			for _, r := range t.roots {
-				if Under(rel, r) && rel != r {
-					t.dirty[parentOf(rel)] = true
-				}
+			if writable(info) {
+				inodes[st.Ino] = true
 			}
 		}
-		f.Close()
+	}
+	if len(inodes) == 0 {
+		return
+	}
+	for p, k := range s.next {
+		if k.typ == TypeFile && devs[k.dev] && inodes[k.ino] {
+			t.dirty[parentOf(p)] = true
+		}
+	}
+}
+
+func gone(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
+}
+
+// writable reads an fdinfo's flags (octal): opened for writing?
+func writable(info []byte) bool {
+	for _, line := range strings.Split(string(info), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err != nil || f&unix.O_ACCMODE != unix.O_RDONLY
+		}
+	}
+	return true
+}
+
+// markMaps adds the inodes of the shared file mappings in the maps file
+// at path to inodes, and marks by path those of other devices.
+func (t *tracker) markMaps(path string, devs map[uint64]bool, inodes map[uint64]bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if gone(err) {
+			return nil
+		}
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 8192)
+	for n := 0; ; n++ {
+		if n > 1<<20 {
+			return fmt.Errorf("%s: too many mappings", path)
+		}
+		chunk, err := br.ReadSlice('\n')
+		line := string(chunk) // ReadSlice's slice is the reader's buffer
+		long := false
+		for err == bufio.ErrBufferFull {
+			long = true
+			_, err = br.ReadSlice('\n') // a path past the buffer: only its start counts
+		}
+		if err == io.EOF && line == "" {
+			return nil
+		}
+		if err != nil && err != io.EOF {
+			if gone(err) {
+				return nil
+			}
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		// address perms offset dev inode path
+		fields := strings.SplitN(strings.TrimRight(line, "\n"), " ", 6)
+		if len(fields) < 5 || len(fields[1]) < 4 || fields[1][3] != 's' {
+			continue
+		}
+		ino, _ := strconv.ParseUint(fields[4], 10, 64)
+		if ino == 0 {
+			continue // anonymous shared memory
+		}
+		var maj, mnr uint32
+		if _, err := fmt.Sscanf(fields[3], "%x:%x", &maj, &mnr); err == nil && devs[unix.Mkdev(maj, mnr)] {
+			inodes[ino] = true
+			continue
+		}
+		if len(fields) < 6 {
+			continue
+		}
+		p := strings.TrimLeft(fields[5], " ")
+		if !strings.HasPrefix(p, "/") {
+			continue
+		}
+		p = strings.TrimSuffix(p, " (deleted)")
+		rel := strings.TrimPrefix(p, "/")
+		for _, r := range t.roots {
+			if !Under(rel, r) {
+				continue
+			}
+			if long || strings.ContainsRune(rel, '\\') {
+				return fmt.Errorf("%s: a mapping under /%s whose path cannot be read back", path, r)
+			}
+			if rel != r {
+				t.dirty[parentOf(rel)] = true
+			}
+		}
 	}
 }
 
@@ -304,7 +467,12 @@ type change struct {
 func (s *scanner) incremental(t *tracker, pids []int) error {
 	t.base = s.base
 	t.drain()
-	t.markMaps(pids)
+	for _, st := range t.fileFrom {
+		if st&nameWritten != 0 {
+			t.broken = "a file made and written was moved out of the watched tree"
+		}
+	}
+	s.markProcs(t, pids)
 	for p := range t.multi {
 		t.dirty[parentOf(p)] = true
 	}
@@ -346,7 +514,10 @@ func (s *scanner) incremental(t *tracker, pids []int) error {
 	}
 	clear(t.dirty)
 	clear(t.seen)
+	clear(t.fileFrom)
+	clear(t.dirFrom)
 	t.base = nil
+	t.scans++
 	return nil
 }
 
@@ -386,7 +557,12 @@ func (s *scanner) relist(rel string) error {
 			s.forget(rel + "/" + name)
 		}
 	}
-	depth := strings.Count(rel, "/")
+	depth := 0
+	for _, r := range t.roots {
+		if Under(rel, r) {
+			depth = strings.Count(rel, "/") - strings.Count(r, "/")
+		}
+	}
 	for lo := 0; lo < len(names); lo += statWindow {
 		win := names[lo:min(lo+statWindow, len(names))]
 		sts, errs := statAll(fd, win)
@@ -416,12 +592,6 @@ func (s *scanner) relist(rel string) error {
 					}
 					continue
 				}
-			}
-			if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 && !t.multi[p] {
-				// A new link to a file: its other names changed (ctime,
-				// nlink) in directories that had no event. Only a walk
-				// finds them.
-				return errWalkAll
 			}
 			if err := s.one(fd, p, name, st, depth); err != nil {
 				return err
