@@ -231,23 +231,43 @@ func serve(cfg config, agent *shell.Identity, log *slog.Logger) error {
 	if c, ok := fsrv.(interface{ Close() error }); ok {
 		defer c.Close()
 	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go func() {
-		running := func() []journal.Running {
-			var out []journal.Running
-			for _, r := range mgr.Running() {
-				out = append(out, journal.Running{Session: r.Session, Command: r.Command})
+	// The workspace watcher; rewatch starts it again, on a workspace
+	// mounted anew (a fork's copy-on-write one, mounted over the pool
+	// sandbox's after limbsd started).
+	var watchMu sync.Mutex
+	stopWatch, watchDone := func() {}, make(chan struct{})
+	close(watchDone)
+	rewatch := func() {
+		watchMu.Lock()
+		defer watchMu.Unlock()
+		stopWatch()
+		<-watchDone
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		stopWatch, watchDone = stop, done
+		go func() {
+			defer close(done)
+			running := func() []journal.Running {
+				var out []journal.Running
+				for _, r := range mgr.Running() {
+					out = append(out, journal.Running{Session: r.Session, Command: r.Command})
+				}
+				return out
 			}
-			return out
-		}
-		root, _ := filepath.Abs(cfg.workdir)
-		state, _ := filepath.Abs(cfg.stateDir)
-		if err := jrn.Watch(wctx, journal.WatchOptions{Root: root, Skip: []string{state}, Running: running}); err != nil {
-			log.Warn("the workspace watcher cannot start: the journal records no file.changed events", "err", err)
-		}
+			root, _ := filepath.Abs(cfg.workdir)
+			state, _ := filepath.Abs(cfg.stateDir)
+			if err := jrn.Watch(wctx, journal.WatchOptions{Root: root, Skip: []string{state}, Running: running}); err != nil {
+				log.Warn("the workspace watcher cannot start: the journal records no file.changed events", "err", err)
+			}
+		}()
+	}
+	rewatch()
+	defer func() {
+		watchMu.Lock()
+		stopWatch()
+		watchMu.Unlock()
 	}()
-	ckpt := checkpoint.NewDaemon(checkpoint.Options{Workdir: cfg.workdir, Skip: []string{cfg.stateDir}, Sessions: mgr, Logger: log})
+	ckpt := checkpoint.NewDaemon(checkpoint.Options{Workdir: cfg.workdir, Skip: []string{cfg.stateDir}, Sessions: mgr, Remounted: rewatch, Logger: log})
 	api := runtime.New(runtime.Options{Token: cfg.token, Manager: mgr, Files: fsrv, Journal: jrn, Checkpoint: ckpt, Logger: log})
 	srv := &http.Server{
 		Handler:           api,

@@ -35,13 +35,17 @@ type Options struct {
 	// Skip are absolute paths never scanned nor removed (limbsd's state).
 	Skip     []string
 	Sessions Sessions
-	Logger   *slog.Logger
+	// Remounted is called when the host says it mounted the workspace
+	// anew (POST /v1/checkpoint/remounted): limbsd's watcher starts again.
+	Remounted func()
+	Logger    *slog.Logger
 }
 
 // Daemon serves limbsd's side of checkpoints:
 //
 //	POST /v1/checkpoint/scan?root=ABS&base=SCAN&content=1&hold=1
 //	POST /v1/checkpoint/restore   (body: a restore stream)
+//	POST /v1/checkpoint/remounted?sessions=close|restart
 //
 // A scan answers a stream: an E record for every path that changed since
 // the scan named by base (every path when base is not the daemon's last
@@ -124,6 +128,8 @@ func (d *Daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.scan(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/checkpoint/restore"):
 		d.restore(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/checkpoint/remounted"):
+		d.remounted(w, r)
 	default:
 		wire.WriteError(w, fmt.Errorf("no route %s %s; use POST /v1/checkpoint/scan or /v1/checkpoint/restore: %w", r.Method, r.URL.Path, wire.ErrNotFound))
 	}
@@ -412,4 +418,55 @@ func (d *Daemon) apply(a *applier, rd *Reader) error {
 		return err
 	}
 	return a.finish()
+}
+
+// Remounter is what remounted needs of the sessions beyond Sessions.
+type Remounter interface {
+	CloseAll(ctx context.Context) error
+	// RemountStates are States with the cwd each shell was to start in.
+	RemountStates() []wire.SessionState
+}
+
+// remounted: the host mounted a workspace over the one limbsd started
+// with (a warm-pool sandbox that became a fork, or a fork's container
+// started again). What limbsd knew of the old one goes: the last scans,
+// the watches, the file watcher's; and the sessions, whose shells sit in
+// the old one, are closed (sessions=close: a restore brings the fork's
+// own) or restarted in their cwd and environment (sessions=restart).
+func (d *Daemon) remounted(w http.ResponseWriter, r *http.Request) {
+	mode := r.URL.Query().Get("sessions")
+	if mode != "close" && mode != "restart" {
+		wire.WriteError(w, fmt.Errorf("remounted: sessions=close or sessions=restart: %w", wire.ErrBadRequest))
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.releaseLocked()
+	d.last, d.lastID = nil, ""
+	d.meta, d.metaID = nil, ""
+	d.track.close()
+	d.track = nil
+	if d.opts.Remounted != nil {
+		d.opts.Remounted()
+	}
+	var err error
+	if d.opts.Sessions != nil {
+		switch mode {
+		case "close":
+			if c, ok := d.opts.Sessions.(Remounter); ok {
+				err = c.CloseAll(r.Context())
+			}
+		case "restart":
+			states := d.opts.Sessions.States()
+			if c, ok := d.opts.Sessions.(Remounter); ok {
+				states = c.RemountStates()
+			}
+			_, err = d.opts.Sessions.Reinstate(r.Context(), states)
+		}
+	}
+	if err != nil {
+		wire.WriteError(w, fmt.Errorf("the workspace was remounted, but its sessions: %w", err))
+		return
+	}
+	wire.WriteJSON(w, http.StatusOK, map[string]string{"sessions": mode})
 }

@@ -768,7 +768,8 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 		for m := slowest.Load(); ms > m && !slowest.CompareAndSwap(m, ms); m = slowest.Load() {
 		}
 	}
-	var copied atomic.Int64 // forks that could not share the tree
+	var copied atomic.Int64  // forks that could not share the tree
+	var pooledN atomic.Int64 // forks made of warm-pool sandboxes
 	var wg sync.WaitGroup
 	for i := range specs {
 		wg.Add(1)
@@ -776,7 +777,17 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 			defer wg.Done()
 			t0 := time.Now()
 			shared := lower != ""
-			sb, err := s.createOver(ctx, specs[i], lower)
+			var sb wire.Sandbox
+			var err error
+			pooled := false
+			if shared {
+				sb, pooled = s.forkFromPool(ctx, specs[i], lower)
+			}
+			if pooled {
+				pooledN.Add(1)
+			} else {
+				sb, err = s.createOver(ctx, specs[i], lower)
+			}
 			if err != nil && shared && !errors.Is(err, wire.ErrTooMany) && !errors.Is(err, wire.ErrConflict) && ctx.Err() == nil {
 				// The engine could not make the overlay (its file system,
 				// a remapped or rootless engine): this fork gets a copy.
@@ -816,8 +827,8 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 		return wire.Forked{}, err
 	}
 	fk := wire.Forked{Sandboxes: out, Shared: lower != "" && copied.Load() == 0, DiskBytes: built, TreeMS: treeT.Milliseconds(),
-		CreateMS: created.Load(), RestoreMS: restored.Load()}
-	s.log.Info("forked", "checkpoint", m.Meta.ID, "count", len(specs), "shared", fk.Shared, "took", time.Since(start),
+		CreateMS: created.Load(), RestoreMS: restored.Load(), FromPool: int(pooledN.Load())}
+	s.log.Info("forked", "checkpoint", m.Meta.ID, "count", len(specs), "shared", fk.Shared, "from_pool", fk.FromPool, "took", time.Since(start),
 		"tree_ms", fk.TreeMS, "slowest_create_ms", fk.CreateMS, "slowest_restore_ms", fk.RestoreMS)
 	for i, sb := range out {
 		if g, err := s.Get(ctx, sb.ID); err == nil {
@@ -826,6 +837,81 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 		fk.DiskBytes += written[i]
 	}
 	return fk, nil
+}
+
+// WorkspaceMounter is a provider that mounts a copy-on-write workspace
+// over the workspace of a sandbox that runs already (docker).
+type WorkspaceMounter interface {
+	MountWorkspace(ctx context.Context, id, lower string) error
+}
+
+// forkFromPool makes a shared fork out of a warm-pool sandbox: claimed,
+// its workspace covered by the overlay over lower, its sessions (in the
+// old workspace) closed; the caller restores the checkpoint into it. It
+// reports false when no pool sandbox fits or the mount failed (the
+// claimed sandbox is then removed): the caller creates one instead.
+func (s *Plane) forkFromPool(ctx context.Context, req wire.CreateSandbox, lower string) (wire.Sandbox, bool) {
+	rec, err := s.validate(req)
+	if err != nil {
+		return wire.Sandbox{}, false
+	}
+	if p, err := s.provider(rec.Provider); err != nil {
+		return wire.Sandbox{}, false
+	} else if _, ok := p.(WorkspaceMounter); !ok {
+		return wire.Sandbox{}, false
+	}
+	rec.Lower = lower
+	r, ok := s.pool.claimFork(rec)
+	if !ok {
+		return wire.Sandbox{}, false
+	}
+	if err := s.mountLower(ctx, r, "close"); err != nil {
+		s.log.Warn("a fork could not use the warm-pool sandbox it claimed; creating one instead", "sandbox", r.ID, "err", err)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = s.Remove(cctx, r.ID)
+		return wire.Sandbox{}, false
+	}
+	s.log.Info("fork from the warm pool", "sandbox", r.ID, "lower", lower)
+	return toWire(r), true
+}
+
+// mountLower mounts rec's copy-on-write workspace into its running
+// sandbox, then tells limbsd, which forgets what it knew of the old
+// workspace and closes (sessions "close": the fork's restore brings its
+// own) or restarts (sessions "restart") the sessions whose shells sat in
+// it.
+func (s *Plane) mountLower(ctx context.Context, rec store.Record, sessions string) error {
+	p, err := s.provider(rec.Provider)
+	if err != nil {
+		return err
+	}
+	m, ok := p.(WorkspaceMounter)
+	if !ok {
+		return fmt.Errorf("provider %s cannot mount sandbox %s's copy-on-write workspace; remove the sandbox: %w", rec.Provider, rec.ID, wire.ErrUnavailable)
+	}
+	if err := m.MountWorkspace(ctx, rec.ID, rec.Lower); err != nil {
+		return err
+	}
+	e, err := s.lookup(rec.ID)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://limbsd/v1/checkpoint/remounted?sessions="+sessions, nil)
+	if err != nil {
+		return err
+	}
+	d := e.daemon
+	d.Authorize(req.Header)
+	resp, err := d.tr.RoundTrip(req)
+	if err != nil {
+		return d.Explain(ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return daemonError(resp)
+	}
+	return nil
 }
 
 // HTTP edge.

@@ -376,6 +376,13 @@ func (s *Plane) start(ctx context.Context, e *entry) (store.Record, error) {
 	if err := s.waitReady(ctx, e); err != nil {
 		return rec, fmt.Errorf("starting sandbox %s: %w", rec.ID, err)
 	}
+	if rec.LowerMounted {
+		// A fork from the warm pool: its workspace is a mount in the
+		// container, gone with the container's last run.
+		if err := s.mountLower(ctx, rec, "restart"); err != nil {
+			return rec, fmt.Errorf("starting sandbox %s: %w", rec.ID, err)
+		}
+	}
 	return s.update(e, func(r *store.Record) {
 		r.Status = wire.SandboxRunning
 		r.Reason, r.Message = "", ""

@@ -45,9 +45,31 @@ func (p *pool) refill() {
 // provider, default limits, no env and no workspace, because those are fixed
 // when a sandbox is created.
 func (p *pool) claim(rec store.Record) (store.Record, bool) {
+	if rec.Lower != "" {
+		return store.Record{}, false
+	}
+	return p.take(rec, "taken from the warm pool")
+}
+
+// claimFork hands over a ready pool sandbox for a fork whose workspace
+// the caller then mounts over the pool sandbox's (Plane.forkFromPool):
+// the record names the tree as its lower layer, mounted.
+//
+// A fork's limits are its source's as recorded, with the provider's
+// defaults filled in: they match a pool sandbox whose recorded limits are
+// the same.
+func (p *pool) claimFork(rec store.Record) (store.Record, bool) {
+	if rec.Lower == "" {
+		return store.Record{}, false
+	}
+	rec.LowerMounted = true
+	return p.take(rec, "taken from the warm pool for a fork")
+}
+
+func (p *pool) take(rec store.Record, why string) (store.Record, bool) {
 	s := p.s
-	if rec.Provider != s.opts.DefaultProvider || rec.Limits != (wire.Limits{Network: wire.NetworkNone}) ||
-		len(rec.Env) > 0 || rec.Workspace != "" || rec.Lower != "" {
+	plain := rec.Limits == (wire.Limits{Network: wire.NetworkNone})
+	if rec.Provider != s.opts.DefaultProvider || !plain && rec.Lower == "" || len(rec.Env) > 0 || rec.Workspace != "" {
 		return store.Record{}, false
 	}
 	s.writeMu.Lock()
@@ -60,7 +82,7 @@ func (p *pool) claim(rec store.Record) (store.Record, bool) {
 	var e *entry
 	if p.want[rec.Image] > 0 {
 		for _, c := range s.sandboxes {
-			if c.rec.Pool == rec.Image && c.rec.Status == wire.SandboxRunning && !c.removed && !c.unprimed {
+			if c.rec.Pool == rec.Image && c.rec.Status == wire.SandboxRunning && !c.removed && !c.unprimed && (plain || c.rec.Limits == rec.Limits) {
 				e = c
 				break
 			}
@@ -82,7 +104,8 @@ func (p *pool) claim(rec store.Record) (store.Record, bool) {
 	}
 	r.CreatedAt = rec.CreatedAt
 	r.UpdatedAt = rec.CreatedAt
-	s.logEvents(r.ID, newEvent(wire.EventSandboxClaimed, "", "taken from the warm pool"))
+	r.Lower, r.LowerMounted = rec.Lower, rec.LowerMounted
+	s.logEvents(r.ID, newEvent(wire.EventSandboxClaimed, "", why))
 	s.logSandbox(r)
 	if err := s.db.Put(r); err != nil {
 		s.log.Warn("claiming a pool sandbox", "sandbox", r.ID, "err", err)

@@ -3,6 +3,7 @@ package shell
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -128,4 +129,35 @@ func (s *Session) reinstate(ctx context.Context, st wire.SessionState) error {
 	s.persist()
 	_, err := s.shell(ctx)
 	return err
+}
+
+// CloseAll deletes every session, as DELETE /v1/sessions/{id} does: a
+// workspace mounted over the one the shells started in (a warm-pool
+// sandbox that becomes a fork) leaves them in the old one.
+func (m *Manager) CloseAll(ctx context.Context) error {
+	var errs []error
+	for _, s := range m.List() {
+		if err := m.Delete(s.id); err != nil && !errors.Is(err, wire.ErrNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RemountStates is States with each session's cwd the one its shell was
+// to start in when that was missing: a sandbox restarted before its
+// workspace was mounted again (a fork from the warm pool) started its
+// shells in the workdir.
+func (m *Manager) RemountStates() []wire.SessionState {
+	out := m.States()
+	for i := range out {
+		if s, err := m.Get(out[i].ID); err == nil {
+			s.mu.Lock()
+			if s.lostCwd != "" {
+				out[i].Cwd = s.lostCwd
+			}
+			s.mu.Unlock()
+		}
+	}
+	return out
 }

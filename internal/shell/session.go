@@ -105,12 +105,15 @@ type Session struct {
 	startMu sync.Mutex // serialises shell starts
 	writeMu sync.Mutex // serialises writes to the terminal
 
-	mu       sync.Mutex
-	p        *proc
-	parser   *parser
-	cols     int
-	rows     int
-	cwd      string
+	mu     sync.Mutex
+	p      *proc
+	parser *parser
+	cols   int
+	rows   int
+	cwd    string
+	// lostCwd is the cwd the shell was to start in when it was missing
+	// (the workspace not mounted yet), and got the workdir instead.
+	lostCwd  string
 	restarts int
 	nextCmd  int
 	cur      *command     // the running command
@@ -332,6 +335,11 @@ func (s *Session) startLocked() (*proc, error) {
 		if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 			cwd = "/"
 		}
+	}
+	if cwd != s.cwd { // s.mu is held
+		s.lostCwd = s.cwd
+	} else {
+		s.lostCwd = ""
 	}
 	bash := isBash(s.shellPath)
 	rcPath := filepath.Join(s.rdir, "rc")

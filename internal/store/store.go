@@ -80,6 +80,10 @@ type Record struct {
 	// Lower is the checkpoint tree (a host directory) a fork's workspace
 	// is a copy-on-write view of; empty for a workspace of its own.
 	Lower string `json:"lower,omitempty"`
+	// LowerMounted: the overlay over Lower is not a volume the sandbox was
+	// created with but mounted by the control plane into a running
+	// warm-pool sandbox the fork claimed; every start mounts it again.
+	LowerMounted bool `json:"lower_mounted,omitempty"`
 }
 
 // Event is one entry of a sandbox's lifecycle log. The control plane

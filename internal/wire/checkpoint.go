@@ -97,6 +97,9 @@ type Forked struct {
 	// Shared: the forks' workspaces are copy-on-write views of one copy
 	// of the checkpoint (docs/checkpoints.md "Forks").
 	Shared bool `json:"shared,omitempty"`
+	// FromPool counts the shared forks that were warm-pool sandboxes, with
+	// the fork's workspace mounted over theirs (no container created).
+	FromPool int `json:"from_pool,omitempty"`
 	// Where DurationMS went: writing the shared tree out, and the slowest
 	// fork's create (to its limbsd answering) and restore.
 	TreeMS     int64 `json:"tree_ms,omitempty"`
