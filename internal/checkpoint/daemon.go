@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -243,6 +245,17 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 		if content {
 			d.track = newTracker(roots)
 			s.track = d.track
+			// Files mapped shared are sent whatever their stat says.
+			devs := map[uint64]bool{}
+			for _, r := range roots {
+				var st unix.Stat_t
+				if unix.Stat("/"+r, &st) == nil {
+					devs[uint64(st.Dev)] = true
+				}
+			}
+			if inodes, err := mappedFiles(fz.procs, devs, nil, &procBudget{}); err == nil {
+				s.noteMapped(inodes)
+			}
 		}
 		for _, root := range roots {
 			if werr = s.scanRoot("/" + root); werr != nil {

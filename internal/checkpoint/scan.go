@@ -142,6 +142,10 @@ type scanner struct {
 	changes []change
 	forgot  []string
 	listed  int // directories listed
+	// mapped are the inodes of the files a process of the sandbox maps
+	// shared (with their device): sent whatever their stat says.
+	mapped    map[uint64]bool
+	mappedDev map[uint64]uint64
 }
 
 func (s *scanner) scanRoot(abs string) error {
@@ -216,7 +220,7 @@ func (s *scanner) one(fd int, p, name string, st *unix.Stat_t, depth int) error 
 		unix.Close(cfd)
 		return err
 	case unix.S_IFREG:
-		if s.collect && st.Nlink > 1 && !s.track.multi[p] {
+		if s.collect && st.Nlink > 1 && s.track.multi[p] != st.Ino {
 			// A new link to a file: its other names changed (ctime,
 			// nlink) in directories that had no event. Only a walk
 			// finds them.
@@ -224,7 +228,7 @@ func (s *scanner) one(fd int, p, name string, st *unix.Stat_t, depth int) error 
 		}
 		if s.track != nil {
 			if st.Nlink > 1 {
-				s.track.multi[p] = true
+				s.track.multi[p] = st.Ino
 			} else {
 				delete(s.track.multi, p)
 			}
@@ -252,7 +256,9 @@ func (s *scanner) emit(p string, k statKey, dirfd int, name string) error {
 		s.files++
 	}
 	if s.base != nil {
-		if old, ok := s.base[p]; ok && old == k {
+		// A file mapped shared may have been written through a page that
+		// was dirty already, which changes neither mtime nor ctime.
+		if old, ok := s.base[p]; ok && old == k && !(k.typ == TypeFile && s.mapped[k.ino] && k.dev == s.mappedDev[k.ino]) {
 			return nil
 		}
 	}

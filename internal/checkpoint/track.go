@@ -29,7 +29,9 @@ import (
 //   - A write through a shared mapping raises no event, and a read-only
 //     one may be made writable (mprotect). At the scan, with the sandbox
 //     frozen, the directories of every file a process maps shared
-//     (/proc/PID/maps, by device and inode) are listed.
+//     (/proc/PID/maps, by device and inode) are listed, and those files
+//     are sent whatever their stat says (a write to a page dirty already
+//     changes neither mtime nor ctime; this holds for walks too).
 //   - A write through a name in a directory no watch covers raises no
 //     event a watch sees. Links cannot cross mounts, so a root is tracked
 //     only when it is a whole mount (the workspace volume, a fork's
@@ -37,17 +39,23 @@ import (
 //     directory made since the last scan (or moved in unpaired) makes the
 //     next scan walk everything. The directory of a file with more than
 //     one link is listed at every scan, and a new link makes the scan walk
-//     everything. A name made, written and then removed (or written again
-//     after its removal) may have been a link to a file elsewhere: that
-//     walks everything too; a name moved carries what was known of it.
+//     everything (multi-link files are known by path and inode). A name
+//     made, written and then removed, renamed over, or written again after
+//     its removal may have been a link to a file elsewhere: that walks
+//     everything too; a name moved carries what was known of it, and an
+//     exchange of two names (RENAME_EXCHANGE) walks everything.
 //   - An fd open for writing may have been opened by a name since removed,
 //     in a directory since removed: the directories of the files open for
-//     writing in a process of the sandbox (/proc/PID/fd, by device and
-//     inode) are listed.
+//     writing in a process of the sandbox (each thread's table,
+//     /proc/PID/task/TID/fd, by device and inode) are listed.
 //   - A full event queue (IN_Q_OVERFLOW), a watch that cannot be added
 //     (the watch limit), a directory that is not where its watch says, a
-//     process whose maps or fds cannot be read: the next scan walks
-//     everything.
+//     process whose maps or fds cannot be read, more than maxProcFds open
+//     files or maxMapLines mappings in all: the scan walks everything.
+//
+// What costs a walk in common use: a temporary file made, written and
+// removed (vim's swap file, git's HEAD.lock on a commit) is
+// indistinguishable from a link made, written through and removed.
 //
 // What is left: an fd held where no process table shows it (in flight in
 // an SCM_RIGHTS message, or an io_uring's registered files) during a
@@ -79,7 +87,7 @@ type tracker struct {
 	wdPath map[int32]string    // watch → the directory it was added for
 	pathWd map[string]int32    // directory → its watch, while it is there
 	names  map[string][]string // directory → its sorted names at the last scan
-	multi  map[string]bool     // files with more than one link: always stated
+	multi  map[string]uint64   // files with more than one link (their inode): always stated
 	dirty  map[string]bool     // directories to list at the next scan
 	// base is the table the events since the last scan are read against,
 	// and seen what they said of each file name (nameBorn...).
@@ -87,6 +95,7 @@ type tracker struct {
 	seen     map[string]uint8
 	fileFrom map[uint32]uint8 // a file's name moved away: what was known of it, by cookie
 	dirFrom  map[uint32]bool  // a watched directory moved away, by cookie
+	lastTo   string           // the name the last event moved a file to
 	broken   string           // why the next scan must walk everything
 	buf      []byte
 	// made is when the watches were built, scans how many scans they
@@ -147,7 +156,7 @@ func newTracker(roots []string) *tracker {
 	}
 	return &tracker{
 		fd: fd, roots: slices.Clone(roots), wdPath: map[int32]string{}, pathWd: map[string]int32{},
-		names: map[string][]string{}, multi: map[string]bool{}, dirty: map[string]bool{}, seen: map[string]uint8{},
+		names: map[string][]string{}, multi: map[string]uint64{}, dirty: map[string]bool{}, seen: map[string]uint8{},
 		fileFrom: map[uint32]uint8{}, dirFrom: map[uint32]bool{}, made: time.Now(),
 	}
 }
@@ -242,6 +251,9 @@ func (t *tracker) note(ev *unix.InotifyEvent, name string) {
 		}
 	}
 	t.dirty[dir] = true
+	if name == "" || mask&unix.IN_ISDIR != 0 {
+		t.lastTo = ""
+	}
 	if name == "" {
 		return
 	}
@@ -286,6 +298,10 @@ func (t *tracker) noteName(p string, mask, cookie uint32) {
 	case mask&unix.IN_CREATE != 0:
 		st = nameBorn
 	case mask&unix.IN_MOVED_TO != 0:
+		if st&nameWritten != 0 {
+			// Renamed over: like a removal of what the name stood for.
+			t.broken = "/" + p + " was made, written and renamed over since the last scan: it may have been a link to a file elsewhere"
+		}
 		st = nameBorn | t.fileFrom[cookie]&nameWritten
 		delete(t.fileFrom, cookie)
 	case mask&(unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE) != 0:
@@ -293,6 +309,12 @@ func (t *tracker) noteName(p string, mask, cookie uint32) {
 			st |= nameWritten
 		}
 	case mask&unix.IN_MOVED_FROM != 0:
+		if p == t.lastTo {
+			// Moved to and at once from: an exchange of two names
+			// (RENAME_EXCHANGE), whose two moves each event tells as if
+			// the other had not happened.
+			t.broken = "/" + p + " was exchanged with another name"
+		}
 		t.fileFrom[cookie] = st
 		st = nameBorn
 	case mask&unix.IN_DELETE != 0:
@@ -302,6 +324,10 @@ func (t *tracker) noteName(p string, mask, cookie uint32) {
 		st = nameBorn
 	}
 	t.seen[p] = st
+	t.lastTo = ""
+	if mask&unix.IN_MOVED_TO != 0 {
+		t.lastTo = p
+	}
 }
 
 // markProcs marks the directories of the files under the roots that a
@@ -319,37 +345,50 @@ func (s *scanner) markProcs(t *tracker, pids []int) {
 			devs[k.dev] = true
 		}
 	}
-	inodes := map[uint64]bool{}
-	fds := 0
+	b := &procBudget{}
+	inodes, err := mappedFiles(pids, devs, t, b)
+	if err != nil {
+		t.broken = err.Error()
+		return
+	}
+	s.noteMapped(inodes)
 	for _, pid := range pids {
 		dir := "/proc/" + strconv.Itoa(pid)
-		if err := t.markMaps(dir+"/maps", devs, inodes); err != nil {
-			t.broken = err.Error()
-			return
-		}
-		ents, err := os.ReadDir(dir + "/fd")
+		// Each thread's table: a thread may have its own (unshare).
+		tasks, err := os.ReadDir(dir + "/task")
 		if err != nil {
 			if !gone(err) {
-				t.broken = "listing " + dir + "/fd: " + err.Error()
+				t.broken = "listing " + dir + "/task: " + err.Error()
 				return
 			}
 			continue
 		}
-		for _, e := range ents {
-			if fds++; fds > 1<<16 {
-				t.broken = "too many open files in the sandbox to check"
-				return
-			}
-			var st unix.Stat_t
-			if unix.Stat(dir+"/fd/"+e.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !devs[uint64(st.Dev)] {
+		for _, task := range tasks {
+			tdir := dir + "/task/" + task.Name()
+			ents, err := os.ReadDir(tdir + "/fd")
+			if err != nil {
+				if !gone(err) {
+					t.broken = "listing " + tdir + "/fd: " + err.Error()
+					return
+				}
 				continue
 			}
-			info, err := os.ReadFile(dir + "/fdinfo/" + e.Name())
-			if err != nil {
-				continue // closed since
-			}
-			if writable(info) {
-				inodes[st.Ino] = true
+			for _, e := range ents {
+				if b.fds++; b.fds > maxProcFds {
+					t.broken = "too many open files in the sandbox to check"
+					return
+				}
+				var st unix.Stat_t
+				if unix.Stat(tdir+"/fd/"+e.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !devs[uint64(st.Dev)] {
+					continue
+				}
+				info, err := os.ReadFile(tdir + "/fdinfo/" + e.Name())
+				if err != nil {
+					continue // closed since
+				}
+				if writable(info) {
+					inodes[st.Ino] = uint64(st.Dev)
+				}
 			}
 		}
 	}
@@ -357,9 +396,44 @@ func (s *scanner) markProcs(t *tracker, pids []int) {
 		return
 	}
 	for p, k := range s.next {
-		if k.typ == TypeFile && devs[k.dev] && inodes[k.ino] {
+		if dev, ok := inodes[k.ino]; ok && k.typ == TypeFile && dev == k.dev {
 			t.dirty[parentOf(p)] = true
 		}
+	}
+}
+
+// Bounds of one scan's look at the sandbox's processes, all of it frozen:
+// past them the scan walks everything.
+const (
+	maxProcFds  = 1 << 14
+	maxMapLines = 1 << 17
+)
+
+type procBudget struct{ fds, lines int }
+
+// mappedFiles returns the inodes (with their device) of the files on
+// devs that a process of pids maps shared; with t, the directories of
+// mappings of other devices under t's roots (an overlay shows the
+// layer's) are marked by path.
+func mappedFiles(pids []int, devs map[uint64]bool, t *tracker, b *procBudget) (map[uint64]uint64, error) {
+	inodes := map[uint64]uint64{}
+	for _, pid := range pids {
+		if err := markMaps("/proc/"+strconv.Itoa(pid)+"/maps", devs, inodes, t, b); err != nil {
+			return nil, err
+		}
+	}
+	return inodes, nil
+}
+
+// noteMapped makes the scan send the files mapped shared whatever their
+// stat says.
+func (s *scanner) noteMapped(inodes map[uint64]uint64) {
+	if len(inodes) == 0 {
+		return
+	}
+	s.mapped, s.mappedDev = map[uint64]bool{}, map[uint64]uint64{}
+	for ino, dev := range inodes {
+		s.mapped[ino], s.mappedDev[ino] = true, dev
 	}
 }
 
@@ -379,8 +453,8 @@ func writable(info []byte) bool {
 }
 
 // markMaps adds the inodes of the shared file mappings in the maps file
-// at path to inodes, and marks by path those of other devices.
-func (t *tracker) markMaps(path string, devs map[uint64]bool, inodes map[uint64]bool) error {
+// at path to inodes, and (with t) marks by path those of other devices.
+func markMaps(path string, devs map[uint64]bool, inodes map[uint64]uint64, t *tracker, b *procBudget) error {
 	f, err := os.Open(path)
 	if err != nil {
 		if gone(err) {
@@ -390,19 +464,23 @@ func (t *tracker) markMaps(path string, devs map[uint64]bool, inodes map[uint64]
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 8192)
-	for n := 0; ; n++ {
-		if n > 1<<20 {
-			return fmt.Errorf("%s: too many mappings", path)
+	for {
+		if b.lines++; b.lines > maxMapLines {
+			return fmt.Errorf("too many mappings in the sandbox to check")
 		}
 		chunk, err := br.ReadSlice('\n')
-		line := string(chunk) // ReadSlice's slice is the reader's buffer
+		// address perms offset dev inode path: a shared one has 's' last
+		// in perms, and only those are taken apart.
+		sp := bytes.IndexByte(chunk, ' ')
+		shared := sp >= 0 && len(chunk) > sp+4 && chunk[sp+4] == 's'
+		line := ""
+		if shared {
+			line = string(chunk) // ReadSlice's slice is the reader's buffer
+		}
 		long := false
 		for err == bufio.ErrBufferFull {
 			long = true
 			_, err = br.ReadSlice('\n') // a path past the buffer: only its start counts
-		}
-		if err == io.EOF && line == "" {
-			return nil
 		}
 		if err != nil && err != io.EOF {
 			if gone(err) {
@@ -410,41 +488,55 @@ func (t *tracker) markMaps(path string, devs map[uint64]bool, inodes map[uint64]
 			}
 			return fmt.Errorf("reading %s: %w", path, err)
 		}
-		// address perms offset dev inode path
-		fields := strings.SplitN(strings.TrimRight(line, "\n"), " ", 6)
-		if len(fields) < 5 || len(fields[1]) < 4 || fields[1][3] != 's' {
-			continue
-		}
-		ino, _ := strconv.ParseUint(fields[4], 10, 64)
-		if ino == 0 {
-			continue // anonymous shared memory
-		}
-		var maj, mnr uint32
-		if _, err := fmt.Sscanf(fields[3], "%x:%x", &maj, &mnr); err == nil && devs[unix.Mkdev(maj, mnr)] {
-			inodes[ino] = true
-			continue
-		}
-		if len(fields) < 6 {
-			continue
-		}
-		p := strings.TrimLeft(fields[5], " ")
-		if !strings.HasPrefix(p, "/") {
-			continue
-		}
-		p = strings.TrimSuffix(p, " (deleted)")
-		rel := strings.TrimPrefix(p, "/")
-		for _, r := range t.roots {
-			if !Under(rel, r) {
-				continue
+		if shared {
+			if err := markMapLine(path, line, long, devs, inodes, t); err != nil {
+				return err
 			}
-			if long || strings.ContainsRune(rel, '\\') {
-				return fmt.Errorf("%s: a mapping under /%s whose path cannot be read back", path, r)
-			}
-			if rel != r {
-				t.dirty[parentOf(rel)] = true
-			}
+		}
+		if err == io.EOF {
+			return nil
 		}
 	}
+}
+
+func markMapLine(path, line string, long bool, devs map[uint64]bool, inodes map[uint64]uint64, t *tracker) error {
+	fields := strings.SplitN(strings.TrimRight(line, "\n"), " ", 6)
+	if len(fields) < 5 {
+		return nil
+	}
+	ino, _ := strconv.ParseUint(fields[4], 10, 64)
+	if ino == 0 {
+		return nil // anonymous shared memory
+	}
+	if maj, mnr, ok := strings.Cut(fields[3], ":"); ok {
+		a, err1 := strconv.ParseUint(maj, 16, 32)
+		b, err2 := strconv.ParseUint(mnr, 16, 32)
+		if dev := unix.Mkdev(uint32(a), uint32(b)); err1 == nil && err2 == nil && devs[dev] {
+			inodes[ino] = dev
+			return nil
+		}
+	}
+	if t == nil || len(fields) < 6 {
+		return nil
+	}
+	p := strings.TrimLeft(fields[5], " ")
+	if !strings.HasPrefix(p, "/") {
+		return nil
+	}
+	p = strings.TrimSuffix(p, " (deleted)")
+	rel := strings.TrimPrefix(p, "/")
+	for _, r := range t.roots {
+		if !Under(rel, r) {
+			continue
+		}
+		if long || strings.ContainsRune(rel, '\\') {
+			return fmt.Errorf("%s: a mapping under /%s whose path cannot be read back", path, r)
+		}
+		if rel != r {
+			t.dirty[parentOf(rel)] = true
+		}
+	}
+	return nil
 }
 
 func parentOf(rel string) string {
@@ -516,6 +608,7 @@ func (s *scanner) incremental(t *tracker, pids []int) error {
 	clear(t.seen)
 	clear(t.fileFrom)
 	clear(t.dirFrom)
+	t.lastTo = ""
 	t.base = nil
 	t.scans++
 	return nil
