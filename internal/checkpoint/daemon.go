@@ -48,6 +48,7 @@ type Options struct {
 //	POST /v1/checkpoint/scan?root=ABS&base=SCAN&content=1&hold=1
 //	POST /v1/checkpoint/restore   (body: a restore stream)
 //	POST /v1/checkpoint/remounted?sessions=close|restart
+//	POST /v1/checkpoint/adopt     (body: AdoptRequest)
 //
 // A scan answers a stream: an E record for every path that changed since
 // the scan named by base (every path when base is not the daemon's last
@@ -132,6 +133,8 @@ func (d *Daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.restore(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/checkpoint/remounted"):
 		d.remounted(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/checkpoint/adopt"):
+		d.adopt(w, r)
 	default:
 		wire.WriteError(w, fmt.Errorf("no route %s %s; use POST /v1/checkpoint/scan or /v1/checkpoint/restore: %w", r.Method, r.URL.Path, wire.ErrNotFound))
 	}
@@ -482,4 +485,82 @@ func (d *Daemon) remounted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wire.WriteJSON(w, http.StatusOK, map[string]string{"sessions": mode})
+}
+
+// AdoptRequest is the body of POST /v1/checkpoint/adopt.
+type AdoptRequest struct {
+	Roots    []string            `json:"roots"`
+	Sessions []wire.SessionState `json:"sessions,omitempty"`
+}
+
+// AdoptResult is its answer.
+type AdoptResult struct {
+	Scan     string   `json:"scan"`
+	Entries  int      `json:"entries"` // paths walked: the host checks them against its manifest
+	WalkMS   int64    `json:"walk_ms"`
+	Sessions []string `json:"sessions"`
+	Warning  string   `json:"warning,omitempty"`
+}
+
+// adopt: the host vouches that the files under roots are a checkpoint
+// already (a fork's copy-on-write workspace, its lower layer the
+// checkpoint written out, nothing run in it yet). limbsd walks them
+// without content, frozen, for the base of the next scan (with watches),
+// and restarts the checkpoint's sessions: a restore that writes nothing
+// and streams nothing.
+func (d *Daemon) adopt(w http.ResponseWriter, r *http.Request) {
+	var req AdoptRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req); err != nil {
+		wire.WriteError(w, fmt.Errorf("adopt: the body is an AdoptRequest: %v: %w", err, wire.ErrBadRequest))
+		return
+	}
+	roots, err := d.roots(req.Roots)
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.releaseLocked()
+	d.last, d.lastID = nil, ""
+	d.meta, d.metaID = nil, ""
+	d.track.close()
+	d.track = newTracker(roots)
+	s := &scanner{next: table{}, skip: d.skipSet(), w: bufio.NewWriter(io.Discard), track: d.track}
+	fz := d.freeze.freeze()
+	start := time.Now()
+	for _, root := range roots {
+		if err = s.scanRoot("/" + root); err != nil {
+			break
+		}
+	}
+	walk := time.Since(start)
+	fz.thaw()
+	if err == nil && s.err != nil {
+		err = s.err
+	}
+	if err != nil {
+		d.track.close()
+		d.track = nil
+		wire.WriteError(w, fmt.Errorf("adopt: walking the workspace: %v: %w", err, wire.ErrConflict))
+		return
+	}
+	d.last, d.lastID = s.next, newScanID()
+	if d.track != nil {
+		if d.track.broken != "" {
+			d.track.close()
+			d.track = nil
+		} else {
+			d.track.scan = d.lastID
+		}
+	}
+	res := AdoptResult{Scan: d.lastID, Entries: len(s.next), WalkMS: walk.Milliseconds(), Sessions: []string{}}
+	if d.opts.Sessions != nil && len(req.Sessions) > 0 {
+		ids, err := d.opts.Sessions.Reinstate(r.Context(), req.Sessions)
+		res.Sessions = append(res.Sessions, ids...)
+		if err != nil {
+			res.Warning = err.Error()
+		}
+	}
+	wire.WriteJSON(w, http.StatusOK, res)
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -428,6 +429,13 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest,
 	if head != nil {
 		base = head.Meta.Scan
 	}
+	if shared {
+		// A fork's fresh copy-on-write workspace is the checkpoint: limbsd
+		// walks it for its base and restarts the sessions.
+		if out, ok := s.adoptFork(ctx, st, d, m, start); ok {
+			return out, nil
+		}
+	}
 	resp, err := s.scan(ctx, d, m.Meta.Roots, base, false, true)
 	if err != nil {
 		return wire.Restored{}, err
@@ -449,21 +457,7 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest,
 		s.dropHead(st, sb)
 		return wire.Restored{}, err
 	}
-	switch {
-	case res.Scan == "":
-		s.dropHead(st, sb)
-	case m.Meta.Sandbox == sb:
-		_ = s.setHead(st, sb, m, m.Meta.ID, res.Scan)
-	default:
-		// Another sandbox's checkpoint: keep a manifest of its own.
-		h := *m
-		h.Meta.Sandbox = sb
-		if err := st.Save(&h, "head"); err == nil {
-			_ = s.setHead(st, sb, &h, "head", res.Scan)
-		} else {
-			s.dropHead(st, sb)
-		}
-	}
+	s.headAfterRestore(st, sb, m, res.Scan)
 	out := wire.Restored{Checkpoint: m.Meta.ID, Written: res.Written, Removed: res.Removed, Bytes: res.Bytes, FrozenMS: res.FrozenMS, DurationMS: time.Since(start).Milliseconds(), Sessions: res.Sessions}
 	s.logEvents(sb, cpEvent(wire.EventCheckpointRestored, wire.CheckpointData{Checkpoint: m.Meta.ID, Name: m.Meta.Name, Written: res.Written, Removed: res.Removed, FrozenMS: res.FrozenMS, From: m.Meta.Sandbox}))
 	if res.Warning != "" {
@@ -476,6 +470,60 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest,
 // each file that cur (the sandbox now, as of scan base) does not hold.
 // With trust, a file of cur whose metadata is target's holds its content
 // (restoreInto's shared).
+// headAfterRestore records m as sb's head, under limbsd's scan id.
+func (s *Plane) headAfterRestore(st *cpstore.Store, sb string, m *cpstore.Manifest, scan string) {
+	switch {
+	case scan == "":
+		s.dropHead(st, sb)
+	case m.Meta.Sandbox == sb:
+		_ = s.setHead(st, sb, m, m.Meta.ID, scan)
+	default:
+		// Another sandbox's checkpoint: keep a manifest of its own.
+		h := *m
+		h.Meta.Sandbox = sb
+		if err := st.Save(&h, "head"); err == nil {
+			_ = s.setHead(st, sb, &h, "head", scan)
+		} else {
+			s.dropHead(st, sb)
+		}
+	}
+}
+
+// adoptFork asks limbsd to take its fresh copy-on-write workspace for m (see
+// checkpoint.Daemon.adopt). false: the caller restores the usual way (an
+// older limbsd, or a walk that does not find m's paths).
+func (s *Plane) adoptFork(ctx context.Context, st *cpstore.Store, d *Daemon, m *cpstore.Manifest, start time.Time) (wire.Restored, bool) {
+	sb := d.ID()
+	body, _ := json.Marshal(checkpoint.AdoptRequest{Roots: m.Meta.Roots, Sessions: m.Meta.Sessions})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://limbsd/v1/checkpoint/adopt", bytes.NewReader(body))
+	if err != nil {
+		return wire.Restored{}, false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	d.Authorize(req.Header)
+	resp, err := d.tr.RoundTrip(req)
+	if err != nil {
+		return wire.Restored{}, false
+	}
+	defer resp.Body.Close()
+	var res checkpoint.AdoptResult
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&res) != nil || res.Scan == "" {
+		return wire.Restored{}, false
+	}
+	if res.Entries != len(m.Entries) {
+		s.log.Warn("a fork's workspace does not hold its checkpoint's paths; restoring it the usual way", "sandbox", sb, "checkpoint", m.Meta.ID, "walked", res.Entries, "manifest", len(m.Entries))
+		return wire.Restored{}, false
+	}
+	s.headAfterRestore(st, sb, m, res.Scan)
+	out := wire.Restored{Checkpoint: m.Meta.ID, DurationMS: time.Since(start).Milliseconds(), Sessions: res.Sessions}
+	s.log.Debug("fork adopted its workspace", "sandbox", sb, "walk_ms", res.WalkMS, "took_ms", out.DurationMS)
+	s.logEvents(sb, cpEvent(wire.EventCheckpointRestored, wire.CheckpointData{Checkpoint: m.Meta.ID, Name: m.Meta.Name, From: m.Meta.Sandbox}))
+	if res.Warning != "" {
+		s.log.Warn("restore: sessions", "sandbox", sb, "err", res.Warning)
+	}
+	return out, true
+}
+
 func (s *Plane) sendRestore(ctx context.Context, st *cpstore.Store, d *Daemon, target, cur *cpstore.Manifest, base string, trust bool) (checkpoint.RestoreResult, error) {
 	var ci map[string]*checkpoint.Entry
 	if cur != nil && base != "" {

@@ -310,7 +310,13 @@ func randomSuffix(t *testing.T) string {
 // "main": the plane, the sandbox's id and its limbsd client.
 func dockerSession(t testing.TB, dir string) (*plane, string, *client.Client) {
 	t.Helper()
-	p := newDockerPlane(t, dir, dockerOrSkip(t, dir), nil)
+	return dockerSessionPool(t, dir, nil)
+}
+
+// dockerSessionPool is dockerSession on a plane with a warm pool.
+func dockerSessionPool(t testing.TB, dir string, pool map[string]int) (*plane, string, *client.Client) {
+	t.Helper()
+	p := newDockerPlane(t, dir, dockerOrSkip(t, dir), pool)
 	sbs := p.c.Sandboxes()
 	sb, err := sbs.Create(context.Background(), wire.CreateSandbox{})
 	if err != nil {
