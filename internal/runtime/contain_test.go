@@ -202,6 +202,17 @@ func TestDeleteDetachedLeavesNoZombieOrFD(t *testing.T) {
 	d := startDaemon(t, "--token", testToken)
 	c := d.client(t, testToken)
 	pid := d.cmd.Process.Pid
+	// limbsd's workspace watcher opens its inotify instance and the
+	// workdir a moment after limbsd answers: those are limbsd's, not the
+	// session's, so the count starts once they are open.
+	testbin.Eventually(t, "limbsd's workspace watcher open", 10*time.Second, func() bool {
+		inotify, dir := false, false
+		for _, name := range openFDs(pid) {
+			inotify = inotify || name == "anon_inode:inotify"
+			dir = dir || strings.HasSuffix(name, "/work")
+		}
+		return inotify && dir
+	})
 	fds := openFDs(pid)
 	s, err := c.CreateSession(t.Context(), wire.CreateSession{Name: "detach"})
 	if err != nil {
