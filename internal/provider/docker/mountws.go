@@ -54,6 +54,19 @@ func (p *Provider) MountWorkspace(ctx context.Context, id, lower string) error {
 			return fmt.Errorf("sandbox %q: %s is not the directory its copy-on-write workspace needs (%v); remove the sandbox", id, d, err)
 		}
 	}
+	// The process is pinned (a pidfd) and then checked to be the
+	// container's still: a pid the container left could name another
+	// process by now, even one of the host.
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox %q: its container's process %d: %w; start the sandbox again", id, pid, err)
+	}
+	defer unix.Close(pidfd)
+	if again, err := p.container(ctx, id); err != nil {
+		return err
+	} else if again.State == nil || !again.State.Running || again.State.Pid != pid {
+		return fmt.Errorf("sandbox %q: its container stopped or restarted while its workspace was being mounted; start it again: %w", id, wire.ErrConflict)
+	}
 	if mounted, err := overlayAt(pid, "/workspace", upper); err != nil {
 		return fmt.Errorf("sandbox %q: %w", id, err)
 	} else if mounted {
@@ -64,7 +77,7 @@ func (p *Provider) MountWorkspace(ctx context.Context, id, lower string) error {
 		// The thread enters the container's mount namespace and is never
 		// given back: the runtime ends it with this goroutine.
 		runtime.LockOSThread()
-		errc <- mountInto(pid, lower, upper, work)
+		errc <- mountInto(pidfd, lower, upper, work)
 	}()
 	if err := <-errc; err != nil {
 		return fmt.Errorf("sandbox %q: mounting its copy-on-write workspace: %w", id, err)
@@ -74,8 +87,9 @@ func (p *Provider) MountWorkspace(ctx context.Context, id, lower string) error {
 }
 
 // mountInto makes the overlay and moves it over /workspace in the mount
-// namespace of pid; it must run on a locked thread it may spoil.
-func mountInto(pid int, lower, upper, work string) error {
+// namespace of the process pidfd; it must run on a locked thread it may
+// spoil.
+func mountInto(pidfd int, lower, upper, work string) error {
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("fsopen overlay: %w (copy-on-write workspaces need Linux 5.2 and root)", err)
@@ -94,15 +108,10 @@ func mountInto(pid int, lower, upper, work string) error {
 		return fmt.Errorf("fsmount: %w", err)
 	}
 	defer unix.Close(mfd)
-	ns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("the container's mount namespace: %w", err)
-	}
-	defer unix.Close(ns)
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare: %w", err)
 	}
-	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+	if err := unix.Setns(pidfd, unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("entering the container's mount namespace: %w", err)
 	}
 	// /workspace is a mount point (the sandbox's volume): a process in the
