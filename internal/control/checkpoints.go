@@ -851,11 +851,21 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 			note(&created, time.Since(t0))
 			out[i] = sb
 			t0 = time.Now()
-			d, err := s.Dial(ctx, sb.ID)
+			var d *Daemon
+			if pooled {
+				// Still "creating" (a serve that dies now removes it at
+				// start); running once restored.
+				d, err = s.daemonOf(sb.ID)
+			} else {
+				d, err = s.Dial(ctx, sb.ID)
+			}
 			if err == nil {
 				var res wire.Restored
 				res, err = s.restoreInto(ctx, d, m, shared)
 				written[i] = res.Bytes
+			}
+			if err == nil && pooled {
+				err = s.markRunning(sb.ID)
 			}
 			note(&restored, time.Since(t0))
 			if err != nil {
@@ -890,7 +900,8 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 // WorkspaceMounter is a provider that mounts a copy-on-write workspace
 // over the workspace of a sandbox that runs already (docker).
 type WorkspaceMounter interface {
-	MountWorkspace(ctx context.Context, id, lower string) error
+	// MountWorkspace reports whether it mounted (false: it was there).
+	MountWorkspace(ctx context.Context, id, lower string) (bool, error)
 }
 
 // forkFromPool makes a shared fork out of a warm-pool sandbox: claimed,
@@ -924,6 +935,25 @@ func (s *Plane) forkFromPool(ctx context.Context, req wire.CreateSandbox, lower 
 	return toWire(r), true
 }
 
+// daemonOf is the limbsd of sandbox id whatever its status.
+func (s *Plane) daemonOf(id string) (*Daemon, error) {
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return e.daemon, nil
+}
+
+// markRunning ends the "creating" of a fork from the warm pool.
+func (s *Plane) markRunning(id string) error {
+	e, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	_, err = s.update(e, func(r *store.Record) { r.Status = wire.SandboxRunning })
+	return err
+}
+
 // mountLower mounts rec's copy-on-write workspace into its running
 // sandbox, then tells limbsd, which forgets what it knew of the old
 // workspace and closes (sessions "close": the fork's restore brings its
@@ -938,8 +968,12 @@ func (s *Plane) mountLower(ctx context.Context, rec store.Record, sessions strin
 	if !ok {
 		return fmt.Errorf("provider %s cannot mount sandbox %s's copy-on-write workspace; remove the sandbox: %w", rec.Provider, rec.ID, wire.ErrUnavailable)
 	}
-	if err := m.MountWorkspace(ctx, rec.ID, rec.Lower); err != nil {
+	mounted, err := m.MountWorkspace(ctx, rec.ID, rec.Lower)
+	if err != nil {
 		return err
+	}
+	if !mounted {
+		return nil // there already: limbsd and its sessions are in it
 	}
 	e, err := s.lookup(rec.ID)
 	if err != nil {

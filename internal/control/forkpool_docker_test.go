@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,6 +121,36 @@ func TestDockerForkFromPool(t *testing.T) {
 	}
 	if got := execIn(t, fc, `pwd; cat /workspace/t/mine; grep -c ' /workspace overlay ' /proc/mounts`); got != "/workspace/t\nfork0\n1" {
 		t.Errorf("the fork after a restart: %q", got)
+	}
+
+	// Start on a running fork changes nothing: its shell keeps its state.
+	execIn(t, fc, `UNEXPORTED=still`)
+	if _, err := sbs.Start(ctx, f0); err != nil {
+		t.Fatal(err)
+	}
+	if got := execIn(t, fc, `echo "$UNEXPORTED"`); got != "still" {
+		t.Errorf("Start on a running fork restarted its shell: %q", got)
+	}
+
+	// Killed: recovered with its overlay and what it wrote.
+	f1 := fk.Sandboxes[1].ID
+	if out, err := exec.Command("docker", "kill", "limbs-"+f1).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v: %s", err, out)
+	}
+	var got string
+	for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if sb, err := sbs.Get(ctx, f1); err != nil || sb.Status != wire.SandboxRunning || sb.Reason == "" {
+			continue
+		}
+		y := 10.0
+		r, err := p.sandboxClient(t, f1).Exec(ctx, "main", wire.Exec{Command: `cat /workspace/t/mine; grep -c ' /workspace overlay ' /proc/mounts`, YieldAfter: &y})
+		if err == nil {
+			got = strings.TrimSpace(r.Output)
+			break
+		}
+	}
+	if got != "fork1\n1" {
+		t.Errorf("the fork recovered after a kill: %q; want its own file on its overlay", got)
 	}
 
 	for _, f := range fk.Sandboxes {

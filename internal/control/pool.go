@@ -105,6 +105,9 @@ func (p *pool) take(rec store.Record, why string) (store.Record, bool) {
 	r.CreatedAt = rec.CreatedAt
 	r.UpdatedAt = rec.CreatedAt
 	r.Lower, r.LowerMounted = rec.Lower, rec.LowerMounted
+	if r.LowerMounted {
+		r.Status = wire.SandboxCreating // until the fork is restored
+	}
 	s.logEvents(r.ID, newEvent(wire.EventSandboxClaimed, "", why))
 	s.logSandbox(r)
 	if err := s.db.Put(r); err != nil {

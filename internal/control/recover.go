@@ -239,6 +239,11 @@ func (s *Plane) recoverAttempt(ctx context.Context, e *entry, reason, when strin
 	if err == nil {
 		err = s.waitReady(sctx, e)
 	}
+	if err == nil && rec.LowerMounted {
+		// A fork from the warm pool: its workspace went with the
+		// container's last run.
+		err = s.mountLower(sctx, rec, "restart")
+	}
 	cancel()
 	if err != nil {
 		return false, err

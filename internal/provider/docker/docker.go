@@ -58,11 +58,12 @@ type Options struct {
 // for concurrent use; all state lives in the engine (labels), so a restarted
 // control plane finds its sandboxes with List.
 type Provider struct {
-	cli   *client.Client
-	log   *slog.Logger
-	opts  Options
-	inits inits
-	dirs  socketDirs
+	cli    *client.Client
+	log    *slog.Logger
+	opts   Options
+	inits  inits
+	dirs   socketDirs
+	mounts mountLocks // MountWorkspace, per sandbox
 }
 
 // New connects to the engine, negotiating the API version (the Debian
