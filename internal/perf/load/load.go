@@ -466,8 +466,12 @@ func (r *run) command(ctx context.Context, c *client.Client, rec *record) (strin
 				rec.resumed = strings.TrimPrefix(rec.resumed+", after limbs serve restarted", ", ")
 				rec.lookup = true
 				// An input cut off with serve may never have been typed:
-				// a read still waiting gets it again.
-				answered = false
+				// a read still waiting gets it again, unless limbsd's
+				// journal has it typed (typing it twice would put the
+				// second one's echo in the output).
+				if answered {
+					answered = typed(ctx, c, rec.token)
+				}
 				res, err = c.Wait(ctx, rec.session, wait)
 				continue
 			case errors.Is(err, wire.ErrNoCommand) && rec.lookup:
@@ -491,6 +495,28 @@ func (r *run) command(ctx context.Context, c *client.Client, rec *record) (strin
 		res, err = c.Wait(ctx, rec.session, wait)
 	}
 	return out.String(), fmt.Errorf("command %s did not end in 10,000 results", rec.token)
+}
+
+// typed reports whether limbsd's journal records an input of token
+// (false when it cannot tell).
+func typed(ctx context.Context, c *client.Client, token string) bool {
+	from := uint64(1)
+	for range 64 {
+		evs, err := c.Events(ctx, from, 2000, false)
+		if err != nil || len(evs.Events) == 0 {
+			return false
+		}
+		for _, ev := range evs.Events {
+			if ev.Type == wire.EventInput && strings.Contains(string(ev.Data), token) {
+				return true
+			}
+		}
+		if evs.Next <= from {
+			return false
+		}
+		from = evs.Next
+	}
+	return false
 }
 
 // fileEdit writes a file with the token, edits it with str_replace and
