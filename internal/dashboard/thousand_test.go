@@ -252,6 +252,9 @@ func TestDashboardThousand(t *testing.T) {
 		typeText("load-0420"),
 	)
 	b.waitJS("one match", `document.querySelector("#shown").textContent === "1 shown"`, 10*time.Second)
+	// The count is set before the list draws its rows again: wait for the
+	// row, then read it.
+	b.waitJS("the match's row", `(() => { const r = document.querySelector(".trow"); return !!r && r.textContent.includes("load-0420") })()`, 10*time.Second)
 	if got := b.text(".trow"); !strings.Contains(got, "load-0420") {
 		t.Errorf("the search's row %q", got)
 	}
@@ -261,6 +264,7 @@ func TestDashboardThousand(t *testing.T) {
 	evalIn[bool](b, "clearing the search", `(() => { const s = document.querySelector("#search"); s.value = ""; s.dispatchEvent(new Event("input")); return true })()`)
 	b.run("the command failures", 10*time.Second, chromedp.Click(chromedp.CSS(`.chip[data-kind="command"]`)))
 	b.waitJS("the command failures", `document.querySelector("#shown").textContent === "20 shown"`, 10*time.Second)
+	b.waitJS("a failed row", `(() => { const r = document.querySelector(".trow"); return !!r && r.textContent.includes("exit 2") })()`, 10*time.Second)
 	if got := b.text(".trow"); !strings.Contains(got, "exit 2") {
 		t.Errorf("a failed row %q lacks its failure", got)
 	}
