@@ -178,6 +178,15 @@ func newScanID() string {
 	return "scan_" + hex.EncodeToString(b)
 }
 
+// forgetLocked drops what limbsd knew of the files (the last scans and
+// the watches): they are about to change under it. d.mu is held.
+func (d *Daemon) forgetLocked() {
+	d.last, d.lastID = nil, ""
+	d.meta, d.metaID = nil, ""
+	d.track.close()
+	d.track = nil
+}
+
 // release ends a hold; d.mu is held.
 func (d *Daemon) releaseLocked() time.Duration {
 	if d.holdT != nil {
@@ -377,10 +386,7 @@ func (d *Daemon) restore(w http.ResponseWriter, r *http.Request) {
 		a.base = d.meta
 	}
 	// Whatever happens now, the last scans no longer tell what is on disk.
-	d.last, d.lastID = nil, ""
-	d.track.close()
-	d.track = nil
-	d.meta, d.metaID = nil, ""
+	d.forgetLocked()
 	err = d.apply(a, rd)
 	a.close()
 	if err != nil {
@@ -458,10 +464,7 @@ func (d *Daemon) remounted(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.releaseLocked()
-	d.last, d.lastID = nil, ""
-	d.meta, d.metaID = nil, ""
-	d.track.close()
-	d.track = nil
+	d.forgetLocked()
 	if d.opts.Remounted != nil {
 		d.opts.Remounted()
 	}
@@ -522,9 +525,7 @@ func (d *Daemon) adopt(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.releaseLocked()
-	d.last, d.lastID = nil, ""
-	d.meta, d.metaID = nil, ""
-	d.track.close()
+	d.forgetLocked()
 	d.track = newTracker(roots)
 	s := &scanner{next: table{}, skip: d.skipSet(), w: bufio.NewWriter(io.Discard), track: d.track}
 	fz := d.freeze.freeze()

@@ -156,13 +156,7 @@ func init() {
 // helper's stdin, its stdout, and the rest of its first "ok" line.
 func helper2(t *testing.T, mode, file string) (*exec.Cmd, io.Writer, *bufio.Reader, string) {
 	t.Helper()
-	exe, err := os.Executable()
-	must(t, err)
-	b, err := os.ReadFile(exe)
-	must(t, err)
-	helper := filepath.Join(t.TempDir(), "attack2-helper")
-	must(t, os.WriteFile(helper, b, 0o755))
-	cmd := exec.Command(helper, "-test.run=^$")
+	cmd := helperCommand(t)
 	cmd.Env = append(os.Environ(), "LIMBS_ATTACK2_MODE="+mode, "LIMBS_ATTACK2_FILE="+file)
 	in, err := cmd.StdinPipe()
 	must(t, err)

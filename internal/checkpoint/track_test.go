@@ -396,13 +396,7 @@ func TestTrackedScanSeesMmapWrites(t *testing.T) {
 	ss.check("the first scan")
 	// A copy of the test binary: limbsd's freezer takes a child running
 	// its own executable for one of its workers, and leaves it out.
-	exe, err := os.Executable()
-	must(t, err)
-	b, err := os.ReadFile(exe)
-	must(t, err)
-	helper := filepath.Join(t.TempDir(), "mmap-helper")
-	must(t, os.WriteFile(helper, b, 0o755))
-	cmd := exec.Command(helper, "-test.run=^$")
+	cmd := helperCommand(t)
 	cmd.Env = append(os.Environ(), "LIMBS_TEST_MMAP_WRITE="+f)
 	in, err := cmd.StdinPipe()
 	must(t, err)
@@ -417,7 +411,7 @@ func TestTrackedScanSeesMmapWrites(t *testing.T) {
 	if line != "ok\n" {
 		t.Fatalf("the mmap helper: %q", line)
 	}
-	b, _ = os.ReadFile(f)
+	b, _ := os.ReadFile(f)
 	if !bytes.HasPrefix(b, []byte("MMAP")) {
 		t.Fatalf("the helper's write is not in the file: %q", b[:8])
 	}
@@ -522,6 +516,20 @@ func TestTrackedScanOverflowWalks(t *testing.T) {
 		t.Errorf("the scan after the walk that followed the overflow was not incremental")
 	}
 	ss.check("after the walk")
+}
+
+// helperCommand runs a copy of the test binary (running no test): the
+// freezer takes a child running limbsd's own executable for one of its
+// workers and leaves it out, so a helper must be another file.
+func helperCommand(t *testing.T) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	must(t, err)
+	b, err := os.ReadFile(exe)
+	must(t, err)
+	helper := filepath.Join(t.TempDir(), "helper")
+	must(t, os.WriteFile(helper, b, 0o755))
+	return exec.Command(helper, "-test.run=^$")
 }
 
 func must(t *testing.T, err error) {
