@@ -266,7 +266,7 @@ func (d *Daemon) scan(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			if inodes, err := mappedFiles(fz.procs, devs, nil, &procBudget{}); err == nil {
-				s.noteMapped(inodes)
+				s.mapped = inodes
 			}
 		}
 		for _, root := range roots {

@@ -143,9 +143,8 @@ type scanner struct {
 	forgot  []string
 	listed  int // directories listed
 	// mapped are the inodes of the files a process of the sandbox maps
-	// shared (with their device): sent whatever their stat says.
-	mapped    map[uint64]bool
-	mappedDev map[uint64]uint64
+	// shared, with their device: sent whatever their stat says.
+	mapped map[uint64]uint64
 }
 
 func (s *scanner) scanRoot(abs string) error {
@@ -258,7 +257,7 @@ func (s *scanner) emit(p string, k statKey, dirfd int, name string) error {
 	if s.base != nil {
 		// A file mapped shared may have been written through a page that
 		// was dirty already, which changes neither mtime nor ctime.
-		if old, ok := s.base[p]; ok && old == k && !(k.typ == TypeFile && s.mapped[k.ino] && k.dev == s.mappedDev[k.ino]) {
+		if old, ok := s.base[p]; ok && old == k && !(k.typ == TypeFile && s.isMapped(k)) {
 			return nil
 		}
 	}
@@ -267,6 +266,11 @@ func (s *scanner) emit(p string, k statKey, dirfd int, name string) error {
 		return nil
 	}
 	return s.write(p, k, dirfd, name)
+}
+
+func (s *scanner) isMapped(k statKey) bool {
+	dev, ok := s.mapped[k.ino]
+	return ok && dev == k.dev
 }
 
 // write writes the entry of p, and its content when the scan carries it

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -351,7 +352,7 @@ func (s *scanner) markProcs(t *tracker, pids []int) {
 		t.broken = err.Error()
 		return
 	}
-	s.noteMapped(inodes)
+	s.mapped = maps.Clone(inodes) // the fds below are not mappings
 	for _, pid := range pids {
 		dir := "/proc/" + strconv.Itoa(pid)
 		// Each thread's table: a thread may have its own (unshare).
@@ -423,18 +424,6 @@ func mappedFiles(pids []int, devs map[uint64]bool, t *tracker, b *procBudget) (m
 		}
 	}
 	return inodes, nil
-}
-
-// noteMapped makes the scan send the files mapped shared whatever their
-// stat says.
-func (s *scanner) noteMapped(inodes map[uint64]uint64) {
-	if len(inodes) == 0 {
-		return
-	}
-	s.mapped, s.mappedDev = map[uint64]bool{}, map[uint64]uint64{}
-	for ino, dev := range inodes {
-		s.mapped[ino], s.mappedDev[ino] = true, dev
-	}
 }
 
 func gone(err error) bool {
