@@ -268,6 +268,7 @@ func (s *scanner) emit(p string, k statKey, dirfd int, name string) error {
 	return s.write(p, k, dirfd, name)
 }
 
+// isMapped: k is a file a process of the sandbox maps shared.
 func (s *scanner) isMapped(k statKey) bool {
 	dev, ok := s.mapped[k.ino]
 	return ok && dev == k.dev
