@@ -3,7 +3,6 @@ package shell
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,18 +56,25 @@ func (m *Manager) Reinstate(ctx context.Context, states []wire.SessionState) ([]
 		if err != nil && st.Name != "" {
 			s, err = m.Get(st.Name)
 		}
+		made := false
 		if err != nil {
 			cwd := st.Cwd
 			if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 				cwd = ""
 			}
-			s, err = m.Create(ctx, wire.CreateSession{Name: st.Name, Cols: st.Cols, Rows: st.Rows, Cwd: cwd, Env: st.Vars, Shell: st.Shell})
+			// Its shell is started once, by reinstate, in the recorded
+			// environment.
+			s, err = m.create(ctx, wire.CreateSession{Name: st.Name, Cols: st.Cols, Rows: st.Rows, Cwd: cwd, Env: st.Vars, Shell: st.Shell}, false)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("session %q: %w", st.Name, err))
 				continue
 			}
+			made = true
 		}
 		if err := s.reinstate(ctx, st); err != nil {
+			if made {
+				_ = m.Delete(s.id)
+			}
 			errs = append(errs, fmt.Errorf("session %q: %w", st.Name, err))
 			continue
 		}
@@ -133,15 +139,31 @@ func (s *Session) reinstate(ctx context.Context, st wire.SessionState) error {
 
 // CloseAll deletes every session, as DELETE /v1/sessions/{id} does: a
 // workspace mounted over the one the shells started in (a warm-pool
-// sandbox that becomes a fork) leaves them in the old one.
-func (m *Manager) CloseAll(ctx context.Context) error {
-	var errs []error
-	for _, s := range m.List() {
-		if err := m.Delete(s.id); err != nil && !errors.Is(err, wire.ErrNotFound) {
-			errs = append(errs, err)
-		}
+// sandbox that becomes a fork) leaves them in the old one. The sessions
+// are gone when it returns; their shells end in the background (Close
+// waits for them), so that a fork does not wait on the old shells.
+func (m *Manager) CloseAll(context.Context) error {
+	m.mu.Lock()
+	if m.deleting == nil {
+		m.deleting = map[*Session]bool{}
 	}
-	return errors.Join(errs...)
+	var ss []*Session
+	for id, s := range m.sessions {
+		delete(m.sessions, id)
+		m.deleting[s] = true
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	for _, s := range ss {
+		go func() {
+			s.close(true)
+			s.noteSession(wire.EventSessionClosed, wire.SourceAPI, wire.SessionData{Name: s.name})
+			m.mu.Lock()
+			delete(m.deleting, s)
+			m.mu.Unlock()
+		}()
+	}
+	return nil
 }
 
 // RemountStates is States with each session's cwd the one its shell was

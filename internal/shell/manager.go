@@ -246,6 +246,13 @@ func randomHex(n int) string {
 
 // Create starts a new session.
 func (m *Manager) Create(ctx context.Context, req wire.CreateSession) (*Session, error) {
+	return m.create(ctx, req, true)
+}
+
+// create makes a new session, and starts its shell when start is set
+// (Reinstate starts it itself, once it has written the session's
+// recorded environment).
+func (m *Manager) create(ctx context.Context, req wire.CreateSession, start bool) (*Session, error) {
 	if req.Cols < 0 || req.Rows < 0 || req.Cols > 1000 || req.Rows > 1000 {
 		return nil, fmt.Errorf("cols and rows must be between 1 and 1000, got %dx%d: %w", req.Cols, req.Rows, wire.ErrBadRequest)
 	}
@@ -304,6 +311,9 @@ func (m *Manager) Create(ctx context.Context, req wire.CreateSession) (*Session,
 	m.sessions[s.id] = s
 	m.mu.Unlock()
 	s.noteSession(wire.EventSessionCreated, wire.SourceAPI, wire.SessionData{Name: ps.Name, Cwd: ps.Cwd, Cols: ps.Cols, Rows: ps.Rows})
+	if !start {
+		return s, nil
+	}
 	if _, err := s.shell(ctx); err != nil {
 		_ = m.Delete(s.id)
 		return nil, err
