@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -494,13 +495,58 @@ func (d *Daemon) remounted(w http.ResponseWriter, r *http.Request) {
 type AdoptRequest struct {
 	Roots    []string            `json:"roots"`
 	Sessions []wire.SessionState `json:"sessions,omitempty"`
+	// Stats, when the host has them, are StatTree's of the tree the
+	// workspace (one root) shows: limbsd then lists only directories.
+	// They follow the JSON, raw (AdoptStatsType).
+	Stats []byte `json:"-"`
+}
+
+// AdoptStatsType is the Content-Type of an adopt with stats: the
+// AdoptRequest as one line of JSON, then the stats' bytes to the end.
+const AdoptStatsType = "application/x-limbs-adopt"
+
+// AdoptBody is the body of an adopt of req, with its stats if any, and
+// its Content-Type.
+func AdoptBody(req AdoptRequest) (io.Reader, string) {
+	js, _ := json.Marshal(req)
+	if len(req.Stats) == 0 {
+		return bytes.NewReader(js), "application/json"
+	}
+	return io.MultiReader(bytes.NewReader(append(js, '\n')), bytes.NewReader(req.Stats)), AdoptStatsType
+}
+
+// maxAdopt bounds the body of an adopt.
+const maxAdopt = 64 << 20
+
+func readAdopt(r *http.Request) (AdoptRequest, error) {
+	var req AdoptRequest
+	body := io.LimitReader(r.Body, maxAdopt)
+	if r.Header.Get("Content-Type") != AdoptStatsType {
+		err := json.NewDecoder(body).Decode(&req)
+		return req, err
+	}
+	br := bufio.NewReaderSize(body, 64<<10)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return req, fmt.Errorf("no line of JSON first: %v", err)
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		return req, err
+	}
+	req.Stats, err = io.ReadAll(br)
+	return req, err
 }
 
 // AdoptResult is its answer.
 type AdoptResult struct {
-	Scan     string   `json:"scan"`
-	Entries  int      `json:"entries"` // paths walked: the host checks them against its manifest
-	WalkMS   int64    `json:"walk_ms"`
+	Scan    string `json:"scan"`
+	Entries int    `json:"entries"` // paths walked: the host checks them against its manifest
+	WalkMS  int64  `json:"walk_ms"`
+	// Stated: the walk listed directories only and took the files'
+	// stats from the request (false: it stated every path, because the
+	// request had no stats or the workspace was not as they said).
+	Stated   bool     `json:"stated"`
+	Fallback string   `json:"fallback,omitempty"` // why the stats were not used
 	Sessions []string `json:"sessions"`
 	Warning  string   `json:"warning,omitempty"`
 }
@@ -510,11 +556,12 @@ type AdoptResult struct {
 // checkpoint written out, nothing run in it yet). limbsd walks them
 // without content, frozen, for the base of the next scan (with watches),
 // and restarts the checkpoint's sessions: a restore that writes nothing
-// and streams nothing.
+// and streams nothing. With the tree's stats (adopt.go) the walk lists
+// directories only; a workspace not as they say is walked in full.
 func (d *Daemon) adopt(w http.ResponseWriter, r *http.Request) {
-	var req AdoptRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req); err != nil {
-		wire.WriteError(w, fmt.Errorf("adopt: the body is an AdoptRequest: %v: %w", err, wire.ErrBadRequest))
+	req, err := readAdopt(r)
+	if err != nil {
+		wire.WriteError(w, fmt.Errorf("adopt: the body is an AdoptRequest (as JSON, or a line of it and stats as %s): %v: %w", AdoptStatsType, err, wire.ErrBadRequest))
 		return
 	}
 	roots, err := d.roots(req.Roots)
@@ -530,9 +577,23 @@ func (d *Daemon) adopt(w http.ResponseWriter, r *http.Request) {
 	s := &scanner{next: table{}, skip: d.skipSet(), w: bufio.NewWriter(io.Discard), track: d.track}
 	fz := d.freeze.freeze()
 	start := time.Now()
-	for _, root := range roots {
-		if err = s.scanRoot("/" + root); err != nil {
-			break
+	stated, fallback := false, ""
+	if len(req.Stats) > 0 && len(roots) == 1 {
+		if err = s.adoptStated("/"+roots[0], req.Stats); err == nil {
+			stated = true
+		} else {
+			// Walked the usual way, with new watches.
+			fallback = err.Error()
+			d.track.close()
+			d.track = newTracker(roots)
+			s = &scanner{next: table{}, skip: d.skipSet(), w: bufio.NewWriter(io.Discard), track: d.track}
+		}
+	}
+	if !stated {
+		for _, root := range roots {
+			if err = s.scanRoot("/" + root); err != nil {
+				break
+			}
 		}
 	}
 	walk := time.Since(start)
@@ -555,7 +616,10 @@ func (d *Daemon) adopt(w http.ResponseWriter, r *http.Request) {
 			d.track.scan = d.lastID
 		}
 	}
-	res := AdoptResult{Scan: d.lastID, Entries: len(s.next), WalkMS: walk.Milliseconds(), Sessions: []string{}}
+	res := AdoptResult{Scan: d.lastID, Entries: len(s.next), WalkMS: walk.Milliseconds(), Stated: stated, Fallback: fallback, Sessions: []string{}}
+	if fallback != "" {
+		d.log.Info("adopt: the workspace is not as the host's stats say; walked it all", "why", fallback)
+	}
 	if d.opts.Sessions != nil && len(req.Sessions) > 0 {
 		ids, err := d.opts.Sessions.Reinstate(r.Context(), req.Sessions)
 		res.Sessions = append(res.Sessions, ids...)
