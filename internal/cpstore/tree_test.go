@@ -15,7 +15,7 @@ import (
 
 // hostileScan is a scan stream of /workspace as a hostile limbsd could
 // send it: entries given as is, content only for FlagContent files.
-func hostileScan(t *testing.T, entries []checkpoint.Entry, flags []byte, content map[string]string) []byte {
+func hostileScan(t testing.TB, entries []checkpoint.Entry, flags []byte, content map[string]string) []byte {
 	t.Helper()
 	var b []byte
 	for i := range entries {
