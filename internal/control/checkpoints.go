@@ -2,7 +2,6 @@ package control
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -405,14 +404,14 @@ func (s *Plane) Restore(ctx context.Context, idOrName, cp string) (wire.Restored
 	if err != nil {
 		return wire.Restored{}, err
 	}
-	return s.restoreInto(ctx, d, m, false)
+	return s.restoreInto(ctx, d, m, false, nil)
 }
 
 // restoreInto puts m back into d's sandbox. With shared (a fork whose
 // workspace is a copy-on-write view of m's tree, which nothing has run in
 // yet), a file whose type, size, mode, owner and mtime are m's is taken to
 // hold m's content, so that nothing is rewritten.
-func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest, shared bool) (wire.Restored, error) {
+func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest, shared bool, stats []byte) (wire.Restored, error) {
 	st, err := s.cpStore()
 	if err != nil {
 		return wire.Restored{}, err
@@ -432,7 +431,7 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest,
 	if shared {
 		// A fork's fresh copy-on-write workspace is the checkpoint: limbsd
 		// walks it for its base and restarts the sessions.
-		if out, ok := s.adoptFork(ctx, st, d, m, start); ok {
+		if out, ok := s.adoptFork(ctx, st, d, m, stats, start); ok {
 			return out, nil
 		}
 	}
@@ -492,14 +491,14 @@ func (s *Plane) headAfterRestore(st *cpstore.Store, sb string, m *cpstore.Manife
 // adoptFork asks limbsd to take its fresh copy-on-write workspace for m (see
 // checkpoint.Daemon.adopt). false: the caller restores the usual way (an
 // older limbsd, or a walk that does not find m's paths).
-func (s *Plane) adoptFork(ctx context.Context, st *cpstore.Store, d *Daemon, m *cpstore.Manifest, start time.Time) (wire.Restored, bool) {
+func (s *Plane) adoptFork(ctx context.Context, st *cpstore.Store, d *Daemon, m *cpstore.Manifest, stats []byte, start time.Time) (wire.Restored, bool) {
 	sb := d.ID()
-	body, _ := json.Marshal(checkpoint.AdoptRequest{Roots: m.Meta.Roots, Sessions: m.Meta.Sessions})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://limbsd/v1/checkpoint/adopt", bytes.NewReader(body))
+	body, ctype := checkpoint.AdoptBody(checkpoint.AdoptRequest{Roots: m.Meta.Roots, Sessions: m.Meta.Sessions, Stats: stats})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://limbsd/v1/checkpoint/adopt", body)
 	if err != nil {
 		return wire.Restored{}, false
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", ctype)
 	d.Authorize(req.Header)
 	resp, err := d.tr.RoundTrip(req)
 	if err != nil {
@@ -516,7 +515,10 @@ func (s *Plane) adoptFork(ctx context.Context, st *cpstore.Store, d *Daemon, m *
 	}
 	s.headAfterRestore(st, sb, m, res.Scan)
 	out := wire.Restored{Checkpoint: m.Meta.ID, DurationMS: time.Since(start).Milliseconds(), Sessions: res.Sessions}
-	s.log.Debug("fork adopted its workspace", "sandbox", sb, "walk_ms", res.WalkMS, "took_ms", out.DurationMS)
+	s.log.Debug("fork adopted its workspace", "sandbox", sb, "walk_ms", res.WalkMS, "stated", res.Stated, "took_ms", out.DurationMS)
+	if res.Fallback != "" {
+		s.log.Warn("a fork's workspace is not as its tree's stats say: limbsd walked it in full", "sandbox", sb, "why", res.Fallback)
+	}
 	s.logEvents(sb, cpEvent(wire.EventCheckpointRestored, wire.CheckpointData{Checkpoint: m.Meta.ID, Name: m.Meta.Name, From: m.Meta.Sandbox}))
 	if res.Warning != "" {
 		s.log.Warn("restore: sessions", "sandbox", sb, "err", res.Warning)
@@ -796,6 +798,10 @@ func (s *Plane) sweepTrees() {
 	}
 }
 
+// maxAdoptStats bounds the tree stats an adopt carries (limbsd reads 64
+// MiB of request).
+const maxAdoptStats = 60 << 20
+
 // forkFrom creates a sandbox per spec and restores m into each, in
 // parallel; on any failure every one of them is removed. The forks share
 // m's tree when they can (forkLower); otherwise each gets a copy.
@@ -808,6 +814,16 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 	if lower != "" {
 		// Once every create is done, the records name the tree.
 		defer s.holdTree(lower, -1)
+	}
+	// The tree's stats, once for all the forks: each limbsd then lists
+	// only its directories (checkpoint.StatTree).
+	var stats []byte
+	if lower != "" {
+		var err error
+		if stats, err = checkpoint.StatTree(lower, strings.TrimPrefix(m.Meta.Roots[0], "/")); err != nil || len(stats) > maxAdoptStats {
+			s.log.Warn("the forks' limbsd state every path of the checkpoint's tree themselves", "checkpoint", m.Meta.ID, "err", err, "bytes", len(stats))
+			stats = nil
+		}
 	}
 	treeT := time.Since(start)
 	var created, restored atomic.Int64 // the slowest, in ms
@@ -861,7 +877,7 @@ func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.
 			}
 			if err == nil {
 				var res wire.Restored
-				res, err = s.restoreInto(ctx, d, m, shared)
+				res, err = s.restoreInto(ctx, d, m, shared, stats)
 				written[i] = res.Bytes
 			}
 			if err == nil && pooled {
