@@ -23,9 +23,10 @@ import (
 // names the stats say, instead of stating every path through the
 // overlay, ten walks at once on a small machine.
 //
-// A stat that does not match what the fork's kernel reports (another
-// layout of the overlay's inode numbers) costs nothing in correctness: a
-// scan that finds a path unlike its base sends it whole, as changed.
+// One file of each directory is stated by limbsd and must match its
+// stats exactly (inode, device, times): stats of another overlay layout
+// make it walk in full, since the tracker finds files open for writing
+// by their inode.
 
 // StatTree encodes the stats of every path of the host directory dir, as
 // the sandbox's paths under root (relative, as a scan names them): what
@@ -249,9 +250,24 @@ func (a *adoption) dir(fd int, rel string, depth int) error {
 	if i != len(want) {
 		return fmt.Errorf("/%s/%s is missing: %w", rel, want[i], errNotAsStated)
 	}
+	sampled := false
 	for _, n := range want {
 		p := rel + "/" + n
 		k := a.t[p]
+		if k.typ != TypeDir && !sampled {
+			// One file or link of each directory is stated here: stats
+			// whose inodes or times are not what this kernel reports
+			// (another overlay layout) would leave the table unable to
+			// match a file open for writing to its path (track.go).
+			sampled = true
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return fmt.Errorf("stat /%s: %v: %w", p, err, errNotAsStated)
+			}
+			if got := keyOf(&st, k.link); got != k {
+				return fmt.Errorf("/%s is not as stated (inode, device, times or mode): %w", p, errNotAsStated)
+			}
+		}
 		if k.typ != TypeDir {
 			if k.typ == TypeFile {
 				s.files++

@@ -382,16 +382,23 @@ func (m *Manager) Close() error {
 	for _, s := range m.sessions {
 		ss = append(ss, s)
 	}
-	// A session being deleted is closed by its Delete; closing it here
-	// waits for that to finish (Session.close runs once).
+	// A session being deleted (by Delete, or in the background by
+	// CloseAll) is closed here as deleted: its state must not be left for
+	// the next daemon, whichever close runs first (Session.close runs
+	// once, and removes the state when asked to after).
+	deleting := make([]*Session, 0, len(m.deleting))
 	for s := range m.deleting {
-		ss = append(ss, s)
+		deleting = append(deleting, s)
 	}
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range ss {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.close(false) }()
+	}
+	for _, s := range deleting {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.close(true) }()
 	}
 	wg.Wait()
 	_ = os.RemoveAll(m.runDir)
