@@ -187,16 +187,11 @@ var errNotAsStated = errors.New("the workspace is not as its stats say")
 // is one. A directory's own stat is taken, not trusted; a file's or a
 // link's is the stats', with the device of the workspace.
 func (s *scanner) adoptStated(abs string, stats []byte) error {
-	rel := strings.TrimPrefix(filepath.Clean(abs), "/")
-	fd, err := openDir(abs)
+	rel, fd, st, err := openRoot(abs)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
 	t, kids, multi, err := decodeStats(stats, rel, uint64(st.Dev))
 	if err != nil {
 		return err

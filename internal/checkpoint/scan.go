@@ -147,17 +147,26 @@ type scanner struct {
 	mapped map[uint64]uint64
 }
 
+// openRoot opens the scan root abs (openDir) and states it; rel is its
+// path as a scan names it. The caller closes fd.
+func openRoot(abs string) (rel string, fd int, st unix.Stat_t, err error) {
+	rel = strings.TrimPrefix(filepath.Clean(abs), "/")
+	if fd, err = openDir(abs); err != nil {
+		return rel, -1, st, err
+	}
+	if err = unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return rel, -1, st, err
+	}
+	return rel, fd, st, nil
+}
+
 func (s *scanner) scanRoot(abs string) error {
-	rel := strings.TrimPrefix(filepath.Clean(abs), "/")
-	fd, err := openDir(abs)
+	rel, fd, st, err := openRoot(abs)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
 	if err := s.emit(rel, keyOf(&st, ""), -1, ""); err != nil {
 		return err
 	}
