@@ -54,7 +54,7 @@ func (s *Session) backgroundOf(c *command, p *proc, r *wire.Result) {
 		return
 	}
 	since := ticksAt(c.typedAt)
-	if len(p.leftRunning(since)) == 0 {
+	if len(p.leftRunning(since, c.lastPid, c.typedAt)) == 0 {
 		return
 	}
 	// Processes in flux when the command ended settle first: setsid
@@ -67,7 +67,7 @@ func (s *Session) backgroundOf(c *command, p *proc, r *wire.Result) {
 	n := 0
 	for round := 0; round < settleLooks; round++ {
 		time.Sleep(backgroundSettle)
-		l, m := p.backgroundList(since)
+		l, m := p.backgroundList(since, c.lastPid, c.typedAt)
 		if round > 0 && slices.Equal(l, list) && m == n {
 			break
 		}
@@ -84,8 +84,8 @@ func (s *Session) backgroundOf(c *command, p *proc, r *wire.Result) {
 // backgroundList is one look at the processes left running: the first
 // maxBackground in the order they started, with their command lines, and
 // how many there are.
-func (p *proc) backgroundList(since uint64) ([]wire.BackgroundProcess, int) {
-	procs := p.leftRunning(since)
+func (p *proc) backgroundList(since uint64, from int, typed time.Time) ([]wire.BackgroundProcess, int) {
+	procs := p.leftRunning(since, from, typed)
 	sort.Slice(procs, func(i, j int) bool {
 		if procs[i].start != procs[j].start {
 			return procs[i].start < procs[j].start
@@ -114,17 +114,24 @@ func (p *proc) backgroundList(since uint64) ([]wire.BackgroundProcess, int) {
 // and process group ids, parents, the controlling terminal, holders of
 // the terminal) applied to the processes that started since then only,
 // so that the cost at each command's end is one read of /proc/PID/stat per
-// process, plus the descriptors of the few new ones.
-func (p *proc) leftRunning(since uint64) []procStat {
+// process, plus the descriptors of the few new ones. from is the last pid
+// allocated before the command was typed (lastPidUnknown for none): only
+// the pids allocated since are read when that window can be trusted
+// (pidwindow.go).
+func (p *proc) leftRunning(since uint64, from int, typed time.Time) []procStat {
 	g := newProcGroup(p.pid, p.tty, true)
 	g.ttyDev, g.ttyIno = p.ttyDev, p.ttyIno
+	pids, listed := candidatePids(from, typed)
 	var fresh []procStat
-	for _, pid := range allPids() {
+	for _, pid := range pids {
 		st, ok := readStat(pid)
 		if !ok || st.pid == p.pid || st.start < since || g.excluded(st) || g.otherShell(st) {
 			continue
 		}
 		if st.state == 'Z' || st.state == 'X' || st.state == 'x' {
+			continue
+		}
+		if !listed && !isProcess(pid) {
 			continue
 		}
 		fresh = append(fresh, st)
@@ -149,6 +156,31 @@ func (p *proc) leftRunning(since uint64) []procStat {
 		}
 	}
 	return out
+}
+
+// candidatePids is the pids that may be of processes a command typed
+// when the last pid was from, at typed, made: the window of pids since
+// then when it is small, the processes /proc lists in it when it is not,
+// every process /proc lists when the window cannot be trusted. listed
+// tells that each is a process /proc listed, not maybe another thread.
+func candidatePids(from int, typed time.Time) (pids []int, listed bool) {
+	if w, ok := newPidWindow(from, time.Since(typed)); ok && w.size() <= maxWindowPids {
+		return w.pids(), false
+	}
+	all := allPids()
+	// Read after the listing, the window holds every listed pid the
+	// command's processes were given.
+	w, ok := newPidWindow(from, time.Since(typed))
+	if !ok {
+		return all, true
+	}
+	out := all[:0]
+	for _, pid := range all {
+		if w.has(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out, true
 }
 
 // cmdlineOf is pid's command line as a model may read it: the arguments

@@ -2,6 +2,8 @@ package shell
 
 import (
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,7 +107,65 @@ func BenchmarkBackgroundScan(b *testing.B) {
 	s.mu.Lock()
 	p := s.p
 	s.mu.Unlock()
-	for b.Loop() {
-		p.leftRunning(ticksAt(time.Now()))
+	// every: each process /proc lists, as when the window is not known;
+	// window: the pids allocated since a command was typed just now.
+	b.Run("every", func(b *testing.B) {
+		for b.Loop() {
+			p.leftRunning(ticksAt(time.Now()), lastPidUnknown, time.Now())
+		}
+	})
+	b.Run("window", func(b *testing.B) {
+		for b.Loop() {
+			p.leftRunning(ticksAt(time.Now()), lastPid(), time.Now())
+		}
+	})
+}
+
+func TestPidWindow(t *testing.T) {
+	w := pidWindow{from: 10, now: 13, max: 100}
+	if w.size() != 3 || !slices.Equal(w.pids(), []int{11, 12, 13}) || w.has(10) || !w.has(13) || w.has(14) {
+		t.Fatalf("window %+v: size %d, pids %v", w, w.size(), w.pids())
+	}
+	// Wrapped at pid_max: 98, 99, then 1 and 2.
+	w = pidWindow{from: 97, now: 2, max: 100}
+	if w.size() != 4 || !slices.Equal(w.pids(), []int{98, 99, 1, 2}) || w.has(97) || w.has(3) || !w.has(99) || !w.has(1) || w.has(0) {
+		t.Fatalf("window %+v: size %d, pids %v", w, w.size(), w.pids())
+	}
+	if _, ok := newPidWindow(lastPidUnknown, 0); ok {
+		t.Fatal("a window with no first pid")
+	}
+	if _, ok := newPidWindow(lastPid(), time.Hour); ok {
+		t.Fatal("a window trusted for an hour-long command")
+	}
+	if lastPid() == lastPidUnknown {
+		t.Skip("no /proc/sys/kernel/ns_last_pid here")
+	}
+	from := lastPid()
+	cmd := exec.Command("sleep", "0")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	w, ok := newPidWindow(from, time.Millisecond)
+	if !ok || !w.has(cmd.Process.Pid) {
+		t.Fatalf("window %+v (trusted %v) lacks the pid %d forked in it", w, ok, cmd.Process.Pid)
+	}
+	if !isProcess(os.Getpid()) {
+		t.Fatal("this process is not a process")
+	}
+}
+
+// A thread started during a command, in a process of the command's
+// session, is no process left running: /proc/TID answers like a
+// process, but only processes count.
+func TestPidWindowSkipsThreads(t *testing.T) {
+	tids, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, e := range tids {
+		tid, _ := strconv.Atoi(e.Name())
+		if tid != os.Getpid() && isProcess(tid) {
+			t.Fatalf("thread %d taken for a process", tid)
+		}
 	}
 }

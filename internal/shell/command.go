@@ -97,6 +97,7 @@ func (s *Session) Exec(ctx context.Context, req wire.Exec) (wire.Result, error) 
 		return wire.Result{}, fmt.Errorf("the shell of session %q just exited; retry: %w", s.name, wire.ErrUnavailable)
 	}
 	c := s.newCommandLocked(req.Command)
+	c.lastPid = lastPid() // before it is typed: its processes come after
 	c.cleanMax = maxOut
 	text := req.Command
 	if !strings.HasSuffix(text, "\n") {

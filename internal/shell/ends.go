@@ -99,7 +99,7 @@ func (s *Session) newCommandLocked(text string) *command {
 	id := "c_" + strconv.Itoa(s.nextCmd)
 	c := &command{
 		id: id, text: text, logPath: filepath.Join(s.dir, id+".log"),
-		startOff: -1, typedAt: time.Now(), done: make(chan struct{}),
+		startOff: -1, typedAt: time.Now(), lastPid: lastPidUnknown, done: make(chan struct{}),
 	}
 	return c
 }

@@ -186,12 +186,11 @@ func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
 		self: os.Getpid(), tty: tty, known: map[int]uint64{},
 		sids: map[int]bool{}, pgrps: map[int]bool{},
 	}
-	if st, ok := readStat(g.self); ok {
-		g.selfPgrp, g.selfSid = st.pgrp, st.session
-	}
+	self := selfIDs()
+	g.selfPgrp, g.selfSid = self.pgrp, self.sid
 	if tty != 0 {
 		g.ttyPath = "/dev/pts/" + strconv.FormatUint(uint64(unix.Minor(tty)), 10)
-		g.mntNS, _ = os.Readlink("/proc/self/ns/mnt")
+		g.mntNS = self.mntNS
 	}
 	// An unreaped shell's pid is not reused, and the kernel keeps a
 	// session or process group id allocated while a process uses it: the
@@ -205,6 +204,19 @@ func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
 	}
 	return g
 }
+
+// selfIDs is what newProcGroup needs of limbsd itself, read once: its
+// process group, session and mount namespace do not change while it runs.
+var selfIDs = sync.OnceValue(func() (ids struct {
+	pgrp, sid int
+	mntNS     string
+}) {
+	if st, ok := readStat(os.Getpid()); ok {
+		ids.pgrp, ids.sid = st.pgrp, st.session
+	}
+	ids.mntNS, _ = os.Readlink("/proc/self/ns/mnt")
+	return ids
+})
 
 // excluded is what is never a member, whatever it shares with one.
 func (g *procGroup) excluded(st procStat) bool {

@@ -182,6 +182,7 @@ type command struct {
 	logf     *os.File
 	logged   int64 // stream offset up to which the log file is written
 	typedAt  time.Time
+	lastPid  int // the last pid allocated before limbs typed it (pidwindow.go)
 	started  bool
 	startOff int64
 	startAt  time.Time
