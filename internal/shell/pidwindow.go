@@ -29,14 +29,6 @@ const (
 	lastPidUnknown = -1
 )
 
-var nsLastPid = sync.OnceValue(func() *os.File {
-	f, err := os.Open("/proc/sys/kernel/ns_last_pid")
-	if err != nil {
-		return nil
-	}
-	return f
-})
-
 var pidMax = sync.OnceValue(func() int {
 	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
 	if err != nil {
@@ -52,10 +44,14 @@ var pidMax = sync.OnceValue(func() int {
 // lastPid is the last pid the kernel allocated in limbsd's pid namespace,
 // or lastPidUnknown.
 func lastPid() int {
-	f := nsLastPid()
-	if f == nil {
+	// Opened each time rather than kept open: a descriptor limbsd holds
+	// for good would look like one a session leaked, and open, read and
+	// close cost a few microseconds.
+	f, err := os.Open("/proc/sys/kernel/ns_last_pid")
+	if err != nil {
 		return lastPidUnknown
 	}
+	defer f.Close()
 	var b [24]byte
 	n, err := f.ReadAt(b[:], 0)
 	if n == 0 || (err != nil && n == len(b)) {
