@@ -166,7 +166,8 @@ type sandboxLog struct {
 	dirty            bool
 	up               Upstream
 	upKnown          bool
-	// causes maps journal seqs to this log's seqs, for Cause (bounded).
+	// causes maps the journal seqs of the commands running to this log's
+	// seqs, for Cause (bounded by maxCauses).
 	causes   map[uint64]uint64
 	causesOf string // the journal causes maps
 	secrets  [][]byte
@@ -601,18 +602,30 @@ func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error
 		if sl.causes == nil || sl.causesOf != journal {
 			sl.causes, sl.causesOf = map[uint64]uint64{}, journal
 		}
-		if ev.Cause != 0 {
-			ev.Cause = sl.causes[ev.Cause]
+		if up := ev.Cause; up != 0 {
+			ev.Cause = sl.causes[up]
+			if ev.Type == wire.EventCommandFinished {
+				// Nothing names a command's start after its end.
+				delete(sl.causes, up)
+			}
 		}
-		if len(sl.causes) >= 1<<16 {
-			clear(sl.causes)
+		if ev.Type == wire.EventCommandStarted {
+			// Only a command's start is ever a cause (of its signals,
+			// waits and end), so the map holds the commands running.
+			if len(sl.causes) >= maxCauses {
+				clear(sl.causes)
+			}
+			sl.causes[upSeqs[i]] = ev.Seq
 		}
-		sl.causes[upSeqs[i]] = ev.Seq
 		if i == len(lines)-1 {
 			ev.Up = pos
 		}
 	})
 }
+
+// maxCauses bounds a sandbox's causes: commands whose end never came
+// (a journal lost), cleared when full.
+const maxCauses = 1 << 14
 
 // maxCoalesce is the most output bytes one coalesced event holds.
 const maxCoalesce = 64 << 10

@@ -454,3 +454,42 @@ func TestIngestLargeOutput(t *testing.T) {
 		t.Errorf("the event after the multi-line one is %s: the log's lines broke", got[3].Type)
 	}
 }
+
+// TestCausesHoldRunningCommands: the map from journal seqs to the log's
+// holds the commands still running, not every event ingested, and a
+// command's signal and end still name its start after many others ran.
+func TestCausesHoldRunningCommands(t *testing.T) {
+	l := open(t, t.TempDir(), Options{})
+	defer l.Close()
+	seq := uint64(0)
+	next := func() uint64 { seq++; return seq }
+	long := next()
+	first, err := l.Ingest("sb_c", "j_1", wire.Event{Seq: long, Type: wire.EventCommandStarted, Session: "s_1", Command: "c_long"})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("ingest = %+v, %v", first, err)
+	}
+	for i := range 3 * maxCauses {
+		st := next()
+		batch := []wire.Event{
+			{Seq: st, Type: wire.EventCommandStarted, Session: "s_2"},
+			{Seq: next(), Type: wire.EventInput, Session: "s_2"},
+			{Seq: next(), Cause: st, Type: wire.EventCommandFinished, Session: "s_2"},
+		}
+		evs, err := l.Ingest("sb_c", "j_1", batch...)
+		if err != nil || len(evs) != 3 || evs[2].Cause != evs[0].Seq {
+			t.Fatalf("command %d: ingested %+v, %v; want its end caused by its start", i, evs, err)
+		}
+	}
+	evs, err := l.Ingest("sb_c", "j_1",
+		wire.Event{Seq: next(), Cause: long, Type: wire.EventCommandSignal, Session: "s_1", Command: "c_long"},
+		wire.Event{Seq: next(), Cause: long, Type: wire.EventCommandFinished, Session: "s_1", Command: "c_long"})
+	if err != nil || len(evs) != 2 || evs[0].Cause != first[0].Seq || evs[1].Cause != first[0].Seq {
+		t.Fatalf("the long command's signal and end = %+v, %v; want both caused by seq %d", evs, err, first[0].Seq)
+	}
+	l.mu.Lock()
+	n := len(l.logs["sb_c"].causes)
+	l.mu.Unlock()
+	if n != 0 {
+		t.Errorf("causes holds %d entries after every command ended; want 0", n)
+	}
+}
