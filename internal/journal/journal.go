@@ -48,12 +48,17 @@ import (
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
-// Defaults of Options.
+// Defaults of Options. The in-memory bounds are small beside the disk's:
+// what the ring holds is what a follower that keeps up reads (limbs
+// serve's reads the newest events, within milliseconds), and a reader
+// further behind is served from the files. Filled, they cost a limbsd
+// a few MiB (a soak of 25,000 commands took a limbsd to 167 MiB with
+// 65,536 events and 16 MiB of output in memory: docs/load.md).
 const (
 	DefaultMaxDisk       = 32 << 20  // the event segments together
 	DefaultMaxOutputDisk = 128 << 20 // the output spool's segments together
-	DefaultRingEvents    = 1 << 16
-	DefaultRingBytes     = 16 << 20 // output bytes held in memory
+	DefaultRingEvents    = 1 << 13
+	DefaultRingBytes     = 4 << 20 // output bytes held in memory
 	// Output is coalesced into one event per session per OutputEvery, or
 	// per OutputMax bytes, whichever comes first.
 	OutputEvery = 15 * time.Millisecond
@@ -487,7 +492,8 @@ func (j *Journal) appendLocked(ev wire.Event, out []byte) uint64 {
 
 // initialRing is the ring's length when the journal opens: it doubles as
 // events come, up to RingEvents, so that an idle limbsd does not hold the
-// memory of RingEvents entries (11 MiB at the default) from its start.
+// memory of RingEvents entries (176 bytes each, and what they point to)
+// from its start.
 const initialRing = 1024
 
 // growLocked doubles the ring, up to RingEvents, keeping every entry at
