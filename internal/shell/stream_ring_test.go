@@ -2,25 +2,74 @@ package shell
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// The ring starts small (an idle session must not cost 8 MiB of heap) and
-// grows before it loses a byte: after 12 MiB of output, the newest 8 MiB
-// (API.md) are in memory, byte for byte, across every size it grew
-// through.
-func TestStreamRingGrowsToKeep8MiB(t *testing.T) {
+// A mapped ring (newRing) costs the pages output reached: an idle
+// session's, one page; after 12 MiB of output, the newest 8 MiB (API.md)
+// are in memory, byte for byte.
+func TestStreamRingMapped(t *testing.T) {
 	s, err := openStream(filepath.Join(t.TempDir(), "out"), &diskPool{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.file.Close()
-	byteAt := func(off int64) byte { return byte(off*7 + off/251) }
+	if len(s.ring) != ringSize {
+		t.Fatalf("the ring has %d bytes; want a mapping of %d", len(s.ring), ringSize)
+	}
+	s.append([]byte("hi"))
+	if n := residentPages(t, s.ring); n != 1 {
+		t.Errorf("an idle stream's ring has %d pages in memory; want 1", n)
+	}
+	fillAndCheck(t, s)
+	if n, all := residentPages(t, s.ring), ringSize/os.Getpagesize(); n != all {
+		t.Errorf("a full ring has %d of its %d pages in memory", n, all)
+	}
+}
+
+// residentPages counts the pages of b in memory.
+func residentPages(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// Without a mapping, the ring starts small (an idle session must not
+// cost 8 MiB of heap) and grows before it loses a byte: after 12 MiB of
+// output, the newest 8 MiB (API.md) are in memory, byte for byte, across
+// every size it grew through.
+func TestStreamRingGrowsToKeep8MiB(t *testing.T) {
+	mappedRings = false
+	defer func() { mappedRings = true }()
+	s, err := openStream(filepath.Join(t.TempDir(), "out"), &diskPool{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.file.Close()
 	s.append([]byte("hi"))
 	if n := len(s.ring); n > ringMin {
 		t.Fatalf("an idle stream holds a %d-byte ring, want at most %d", n, ringMin)
 	}
+	fillAndCheck(t, s)
+}
+
+// fillAndCheck writes 12 MiB to s and reads the newest 8 MiB back from
+// its ring.
+func fillAndCheck(t *testing.T, s *stream) {
+	t.Helper()
+	byteAt := func(off int64) byte { return byte(off*7 + off/251) }
 	const total = 12 << 20
 	chunk := make([]byte, 40<<10+3)
 	for off := s.end; off < total; {
