@@ -369,6 +369,9 @@ func (s *Plane) DeleteCheckpoint(ctx context.Context, idOrName, cp string) error
 		return err
 	}
 	defer s.cpLock(sb)()
+	if cp, err = checkpointID(st, sb, cp); err != nil {
+		return err
+	}
 	if err := st.Delete(sb, cp); err != nil {
 		return err
 	}
@@ -390,7 +393,29 @@ func (s *Plane) loadCheckpoint(idOrName, cp string) (*cpstore.Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cp, err = checkpointID(st, sb, cp); err != nil {
+		return nil, err
+	}
 	return st.Load(sb, cp)
+}
+
+// checkpointID is the id of sandbox sb's checkpoint cp, which is an id
+// (cp_...) or a name: the newest checkpoint of that name (limbs agent
+// --checkpoint-each-step names its checkpoints step-N).
+func checkpointID(st *cpstore.Store, sb, cp string) (string, error) {
+	if strings.HasPrefix(cp, "cp_") || cp == "" {
+		return cp, nil
+	}
+	metas, err := st.List(sb)
+	if err != nil {
+		return "", err
+	}
+	for i := len(metas) - 1; i >= 0; i-- {
+		if metas[i].Name == cp {
+			return metas[i].ID, nil
+		}
+	}
+	return "", fmt.Errorf("sandbox %s has no checkpoint named %q; list them with limbs checkpoint ls %s: %w", sb, cp, sb, wire.ErrNotFound)
 }
 
 // Restore puts checkpoint cp back into the sandbox (cp may name another
@@ -407,6 +432,18 @@ func (s *Plane) Restore(ctx context.Context, idOrName, cp string) (wire.Restored
 	return s.restoreInto(ctx, d, m, false, nil)
 }
 
+// movable says whether m may be restored into sandbox sb ("": a new one)
+// of provider. A local sandbox's workspace is a host directory of its own,
+// and a checkpoint records absolute paths: restored into another local
+// sandbox, it would be written to the first one's workspace (unisolated)
+// or fail. Docker sandboxes all have theirs at /workspace.
+func (s *Plane) movable(m *cpstore.Manifest, provider, sb string) error {
+	if provider != "local" || m.Meta.Sandbox == sb {
+		return nil
+	}
+	return fmt.Errorf("checkpoint %s of sandbox %s: a local sandbox's workspace is a host directory of its own, so its checkpoints restore only into the sandbox they were taken of; fork and restore across sandboxes with the docker provider (limbs serve --provider docker): %w", m.Meta.ID, m.Meta.Sandbox, wire.ErrBadRequest)
+}
+
 // restoreInto puts m back into d's sandbox. With shared (a fork whose
 // workspace is a copy-on-write view of m's tree, which nothing has run in
 // yet), a file whose type, size, mode, owner and mtime are m's is taken to
@@ -417,6 +454,9 @@ func (s *Plane) restoreInto(ctx context.Context, d *Daemon, m *cpstore.Manifest,
 		return wire.Restored{}, err
 	}
 	sb := d.ID()
+	if err := s.movable(m, s.record(d.e).Provider, sb); err != nil {
+		return wire.Restored{}, err
+	}
 	defer s.cpLock(sb)()
 	start := time.Now()
 	// What is there now, without content, the sandbox held frozen.
@@ -806,6 +846,11 @@ const maxAdoptStats = 60 << 20
 // parallel; on any failure every one of them is removed. The forks share
 // m's tree when they can (forkLower); otherwise each gets a copy.
 func (s *Plane) forkFrom(ctx context.Context, m *cpstore.Manifest, specs []wire.CreateSandbox) (wire.Forked, error) {
+	for _, sp := range specs {
+		if err := s.movable(m, cmp.Or(sp.Provider, s.opts.DefaultProvider), ""); err != nil {
+			return wire.Forked{}, err
+		}
+	}
 	out := make([]wire.Sandbox, len(specs))
 	errs := make([]error, len(specs))
 	written := make([]int64, len(specs))
