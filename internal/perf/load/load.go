@@ -247,6 +247,49 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	r.logf("%d sessions created", r.opts.Clients)
+	if r.opts.Sample > 0 {
+		return r.fill(ctx)
+	}
+	return nil
+}
+
+// fillBytes is what each session of a soak prints before the load: more
+// than the output a session keeps in memory (8 MiB, docs/api.md), and so
+// more than limbsd's journal and serve's event log keep of output too.
+const fillBytes = 9 << 20
+
+// fill makes every session of a soak print fillBytes before the load, so
+// that the stores bounded by size (each session's output ring, which
+// grows by doubling as output comes; the journal's and the event log's
+// output in memory) are full before the first sample: a chatty command
+// adds a few KiB, and at the soak's rate a session's ring would take
+// longer than the soak to fill, which its slope would show as growth.
+// What the slope then shows is what grows with time, not what fills.
+func (r *run) fill(ctx context.Context) error {
+	keep := 1 // bytes of the output in the result
+	cmd := fmt.Sprintf("yes 'limbs soak: filling the output kept in memory' | head -c %d; echo filled", fillBytes)
+	errs := make(chan error, len(r.clients))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, c := range r.clients {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := c.Exec(ctx, sessionName(i), wire.Exec{Command: cmd, Timeout: 120, MaxOutput: &keep})
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("filling session %s: %w", sessionName(i), err)
+			case res.ExitCode == nil || *res.ExitCode != 0:
+				errs <- fmt.Errorf("filling session %s: the command did not succeed: %+v", sessionName(i), res)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	r.logf("%d sessions printed %d MiB each before the load", len(r.clients), fillBytes>>20)
 	return nil
 }
 
