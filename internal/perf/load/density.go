@@ -80,7 +80,8 @@ func Density(ctx context.Context, opts DensityOptions) (*DensityReport, error) {
 			fmt.Fprintf(opts.Log, "%6.1fs  %s\n", time.Since(r.started).Seconds(), fmt.Sprintf(format, args...))
 		}
 	}
-	sv, err := startServe(ctx, opts.Limbs, opts.Provider)
+	// Serve's cap on sandboxes (256 by default) is lifted to the count.
+	sv, err := startServe(ctx, opts.Limbs, opts.Provider, "--max-sandboxes", strconv.Itoa(max(opts.Count, 1)))
 	if sv == nil {
 		return nil, err
 	}

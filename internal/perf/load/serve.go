@@ -30,6 +30,7 @@ type serve struct {
 	state                string // dir/state: serve's --state-dir
 	addr                 string // unix://dir/serve.sock
 	logPath              string
+	extra                []string // more flags of serve
 
 	mu     sync.Mutex // guards the fields below
 	cmd    *exec.Cmd
@@ -45,14 +46,14 @@ func newToken() string {
 
 // startServe makes the run's directory and starts serve in it. The caller
 // removes the directory (close) however the run ends.
-func startServe(ctx context.Context, bin, provider string) (*serve, error) {
+func startServe(ctx context.Context, bin, provider string, extra ...string) (*serve, error) {
 	dir, err := os.MkdirTemp("", "lb")
 	if err != nil {
 		return nil, err
 	}
 	s := &serve{bin: bin, provider: provider, token: newToken(), dir: dir,
 		state: filepath.Join(dir, "state"), addr: "unix://" + filepath.Join(dir, "serve.sock"),
-		logPath: filepath.Join(dir, "serve.log")}
+		logPath: filepath.Join(dir, "serve.log"), extra: extra}
 	if err := s.start(ctx); err != nil {
 		s.kill()
 		return s, err
@@ -67,8 +68,9 @@ func (s *serve) start(ctx context.Context) error {
 	}
 	defer logf.Close()
 	_ = os.Remove(strings.TrimPrefix(s.addr, "unix://"))
-	cmd := exec.Command(s.bin, "serve", "--listen", s.addr, "--token", s.token,
-		"--state-dir", s.state, "--provider", s.provider, "--log-level", "warn")
+	args := []string{"serve", "--listen", s.addr, "--token", s.token,
+		"--state-dir", s.state, "--provider", s.provider, "--log-level", "warn"}
+	cmd := exec.Command(s.bin, append(args, s.extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a Ctrl-C at the terminal reaches this run,
 	// which removes the sandboxes through serve before it stops it.
