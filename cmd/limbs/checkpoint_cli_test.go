@@ -89,12 +89,15 @@ func TestCheckpointVerbs(t *testing.T) {
 
 	out = cli(0, "fork", "cpv", "--checkpoint", "base", "--count", "2")
 	forks := regexp.MustCompile(`(?m)^(sb_[0-9a-z]+)\t`).FindAllStringSubmatch(out, -1)
+	for _, f := range forks {
+		// Removed even when a check below fails.
+		t.Cleanup(func() { _ = sbs.Remove(context.Background(), f[1]) })
+	}
 	if len(forks) != 2 || !strings.Contains(out, "2 sandboxes from "+sb.ID+"/"+cpID) {
 		t.Fatalf("limbs fork printed %q; want 2 sandboxes from %s", out, cpID)
 	}
 	for i, f := range forks {
 		id := f[1]
-		t.Cleanup(func() { _ = sbs.Remove(context.Background(), id) })
 		fc := c.Sandbox(id)
 		fs, err := fc.CreateSession(ctx, wire.CreateSession{Name: "f"})
 		if err != nil {
