@@ -166,10 +166,12 @@ type sandboxLog struct {
 	dirty            bool
 	up               Upstream
 	upKnown          bool
-	// causes maps the journal seqs of the commands running to this log's
-	// seqs, for Cause (bounded by maxCauses).
+	// causes maps the journal seqs of the commands running, and of the
+	// last endedCauses that ended, to this log's seqs, for Cause (bounded
+	// by maxCauses).
 	causes   map[uint64]uint64
-	causesOf string // the journal causes maps
+	causesOf string   // the journal causes maps
+	ended    []uint64 // the journal seqs of the starts of the last commands ended, oldest first
 	secrets  [][]byte
 	// notify is closed when an event is appended.
 	notify chan struct{}
@@ -605,8 +607,7 @@ func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error
 		if up := ev.Cause; up != 0 {
 			ev.Cause = sl.causes[up]
 			if ev.Type == wire.EventCommandFinished {
-				// Nothing names a command's start after its end.
-				delete(sl.causes, up)
+				sl.endedLocked(up)
 			}
 		}
 		if ev.Type == wire.EventCommandStarted {
@@ -626,6 +627,21 @@ func (l *Log) Ingest(id, journal string, evs ...wire.Event) ([]wire.Event, error
 // maxCauses bounds a sandbox's causes: commands whose end never came
 // (a journal lost), cleared when full.
 const maxCauses = 1 << 14
+
+// endedCauses is how many ended commands keep their start in causes: an
+// end ingested again (its batch's write failed and the follower sends it
+// again) and a signal noted just after the end still name the start.
+const endedCauses = 64
+
+// endedLocked records that the command started at journal seq up ended,
+// and forgets the start of the command that ended endedCauses before.
+func (sl *sandboxLog) endedLocked(up uint64) {
+	if len(sl.ended) >= endedCauses {
+		delete(sl.causes, sl.ended[0])
+		sl.ended = append(sl.ended[:0], sl.ended[1:]...)
+	}
+	sl.ended = append(sl.ended, up)
+}
 
 // maxCoalesce is the most output bytes one coalesced event holds.
 const maxCoalesce = 64 << 10
