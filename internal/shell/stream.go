@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -55,11 +56,39 @@ func (s *stream) newRing() {
 		b, err := unix.Mmap(-1, 0, ringSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 		if err == nil {
 			s.ring = b
+			s.mapped = true
 			runtime.AddCleanup(s, func(b []byte) { _ = unix.Munmap(b) }, b)
 			return
 		}
 	}
 	s.ring = make([]byte, ringMin)
+}
+
+// ringGC coalesces the collections collectRingsSoon asks for.
+var ringGC struct {
+	sync.Mutex
+	pending bool
+}
+
+// collectRingsSoon runs a garbage collection a second from now, one for
+// any number of streams closed in that second, so that their mappings'
+// cleanups run: the collector paces itself on the heap alone, and a
+// limbsd whose heap does not grow would keep a deleted session's 8 MiB
+// until its forced collection, two minutes later (a loop that creates,
+// fills and deletes sessions would have its memory limit reached first).
+func collectRingsSoon() {
+	ringGC.Lock()
+	defer ringGC.Unlock()
+	if ringGC.pending {
+		return
+	}
+	ringGC.pending = true
+	time.AfterFunc(time.Second, func() {
+		ringGC.Lock()
+		ringGC.pending = false
+		ringGC.Unlock()
+		runtime.GC()
+	})
 }
 
 // memLowLocked is the offset from which the ring holds the output.
@@ -98,6 +127,7 @@ type stream struct {
 	mu     sync.Mutex
 	file   *os.File
 	ring   []byte
+	mapped bool  // ring is a mapping (newRing)
 	end    int64 // offset one past the newest byte
 	synced int64 // offset up to which the file was written (or given up)
 	notify chan struct{}
@@ -658,6 +688,9 @@ func (s *stream) close() {
 	s.file.Close()
 	close(s.notify)
 	s.notify = make(chan struct{})
+	if s.mapped {
+		collectRingsSoon()
+	}
 }
 
 // dropDisk releases the bytes the file held (it was removed).

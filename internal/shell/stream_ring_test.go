@@ -2,9 +2,12 @@ package shell
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -114,4 +117,39 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return len(a)
+}
+
+// A closed stream's mapping is unmapped within seconds of the stream's
+// last reference going, also when nothing else makes the heap grow.
+func TestStreamRingUnmappedAfterClose(t *testing.T) {
+	s, err := openStream(filepath.Join(t.TempDir(), "out"), &diskPool{}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&s.ring[0])))
+	mapped := func() bool {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, addr) {
+				return true
+			}
+		}
+		return false
+	}
+	if !mapped() {
+		t.Fatalf("the ring at %s is not in /proc/self/maps", addr)
+	}
+	s.append(bytes.Repeat([]byte("x"), 1<<20))
+	s.close()
+	s = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for mapped() {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed stream's ring is still mapped after 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
