@@ -112,6 +112,17 @@ func TestCheckpointVerbs(t *testing.T) {
 		t.Errorf("a fork's write reached the sandbox it came from: %q", got)
 	}
 
+	// A name two checkpoints have names neither (an agent's checkpoint
+	// cannot stand in for an older one of the same name); names that
+	// read as an id, as "current" or as SANDBOX/CHECKPOINT are refused.
+	second := regexp.MustCompile(`cp_[0-9a-z]+`).FindString(cli(0, "checkpoint", "cpv", "--name", "base"))
+	cli(1, "rollback", "cpv", "base")
+	cli(1, "diff", "cpv", "base")
+	cli(0, "checkpoint", "rm", "cpv", second)
+	for _, bad := range []string{"a/b", "current", "cp_x"} {
+		cli(1, "checkpoint", "cpv", "--name", bad)
+	}
+
 	if out := cli(0, "checkpoint", "ls", "cpv"); !strings.Contains(out, cpID) {
 		t.Errorf("limbs checkpoint ls printed %q; want %s", out, cpID)
 	}

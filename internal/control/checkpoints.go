@@ -216,8 +216,8 @@ func (s *Plane) specFor(r store.Record) wire.CreateSandbox {
 // CreateCheckpoint records the sandbox's files under req.Paths (its
 // workdir when none) and its sessions' cwd and environment.
 func (s *Plane) CreateCheckpoint(ctx context.Context, idOrName string, req wire.CreateCheckpoint) (wire.Checkpoint, error) {
-	if len(req.Name) > 200 || strings.ContainsAny(req.Name, "\x00\n\r") {
-		return wire.Checkpoint{}, fmt.Errorf("checkpoint name: at most 200 characters, no control characters: %w", wire.ErrBadRequest)
+	if len(req.Name) > 200 || strings.ContainsAny(req.Name, "\x00\n\r/") || strings.HasPrefix(req.Name, "cp_") || req.Name == "current" {
+		return wire.Checkpoint{}, fmt.Errorf("checkpoint name %q: at most 200 characters, no control characters and no /, neither \"current\" nor starting with cp_ (a checkpoint is found by its id or its name, and SANDBOX/CHECKPOINT names another sandbox's): %w", req.Name, wire.ErrBadRequest)
 	}
 	if req.TTL < 0 || len(req.Paths) > 16 {
 		return wire.Checkpoint{}, fmt.Errorf("ttl must be >= 0 seconds and paths at most 16: %w", wire.ErrBadRequest)
@@ -400,8 +400,10 @@ func (s *Plane) loadCheckpoint(idOrName, cp string) (*cpstore.Manifest, error) {
 }
 
 // checkpointID is the id of sandbox sb's checkpoint cp, which is an id
-// (cp_...) or a name: the newest checkpoint of that name (limbs agent
-// --checkpoint-each-step names its checkpoints step-N).
+// (cp_...) or the name of one checkpoint (limbs agent
+// --checkpoint-each-step names its checkpoints step-N); a name that
+// several have is a conflict that lists them, so that a checkpoint an
+// agent named after an older one cannot stand in for it.
 func checkpointID(st *cpstore.Store, sb, cp string) (string, error) {
 	if strings.HasPrefix(cp, "cp_") || cp == "" {
 		return cp, nil
@@ -410,12 +412,20 @@ func checkpointID(st *cpstore.Store, sb, cp string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for i := len(metas) - 1; i >= 0; i-- {
-		if metas[i].Name == cp {
-			return metas[i].ID, nil
+	var found []string
+	for _, m := range metas {
+		if m.Name == cp {
+			found = append(found, fmt.Sprintf("%s (%s)", m.ID, m.CreatedAt.UTC().Format(time.RFC3339)))
 		}
 	}
-	return "", fmt.Errorf("sandbox %s has no checkpoint named %q; list them with limbs checkpoint ls %s: %w", sb, cp, sb, wire.ErrNotFound)
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("sandbox %s has no checkpoint named %q; list them with GET /v1/sandboxes/%s/checkpoints (limbs checkpoint ls %s): %w", sb, cp, sb, sb, wire.ErrNotFound)
+	case 1:
+		return strings.Fields(found[0])[0], nil
+	}
+	// Never the newest of them: the agent may have named one so.
+	return "", fmt.Errorf("sandbox %s has %d checkpoints named %q: %s; name the one you mean by its id: %w", sb, len(found), cp, strings.Join(found, ", "), wire.ErrConflict)
 }
 
 // Restore puts checkpoint cp back into the sandbox (cp may name another
@@ -436,12 +446,14 @@ func (s *Plane) Restore(ctx context.Context, idOrName, cp string) (wire.Restored
 // of provider. A local sandbox's workspace is a host directory of its own,
 // and a checkpoint records absolute paths: restored into another local
 // sandbox, it would be written to the first one's workspace (unisolated)
-// or fail. Docker sandboxes all have theirs at /workspace.
+// or fail; a local sandbox's checkpoint restored into a docker sandbox
+// would put its files under the host's path, not /workspace. Docker
+// sandboxes all have theirs at /workspace.
 func (s *Plane) movable(m *cpstore.Manifest, provider, sb string) error {
-	if provider != "local" || m.Meta.Sandbox == sb {
+	if (provider != "local" && m.Meta.Spec.Provider != "local") || m.Meta.Sandbox == sb {
 		return nil
 	}
-	return fmt.Errorf("checkpoint %s of sandbox %s: a local sandbox's workspace is a host directory of its own, so its checkpoints restore only into the sandbox they were taken of; fork and restore across sandboxes with the docker provider (limbs serve --provider docker): %w", m.Meta.ID, m.Meta.Sandbox, wire.ErrBadRequest)
+	return fmt.Errorf("checkpoint %s of sandbox %s: a local sandbox's workspace is a host directory of its own, so a local sandbox's checkpoint restores only into that sandbox and a local sandbox takes only its own; fork and restore across sandboxes with the docker provider (limbs serve --provider docker): %w", m.Meta.ID, m.Meta.Sandbox, wire.ErrBadRequest)
 }
 
 // restoreInto puts m back into d's sandbox. With shared (a fork whose
