@@ -205,18 +205,39 @@ func newProcGroup(shell int, tty uint64, alive bool) *procGroup {
 	return g
 }
 
-// selfIDs is what newProcGroup needs of limbsd itself, read once: its
-// process group, session and mount namespace do not change while it runs.
-var selfIDs = sync.OnceValue(func() (ids struct {
-	pgrp, sid int
-	mntNS     string
-}) {
-	if st, ok := readStat(os.Getpid()); ok {
+// selfIDs is what newProcGroup needs of limbsd itself, read once it was
+// read whole: its process group, session and mount namespace do not
+// change while it runs. A read that failed (a /proc that would not
+// answer) is tried again at the next call.
+func selfIDs() selfIDSet {
+	selfCache.Lock()
+	defer selfCache.Unlock()
+	if selfCache.ok {
+		return selfCache.ids
+	}
+	var ids selfIDSet
+	st, ok := readStat(os.Getpid())
+	if ok {
 		ids.pgrp, ids.sid = st.pgrp, st.session
 	}
-	ids.mntNS, _ = os.Readlink("/proc/self/ns/mnt")
+	ns, err := os.Readlink("/proc/self/ns/mnt")
+	ids.mntNS = ns
+	if ok && err == nil {
+		selfCache.ids, selfCache.ok = ids, true
+	}
 	return ids
-})
+}
+
+type selfIDSet struct {
+	pgrp, sid int
+	mntNS     string
+}
+
+var selfCache struct {
+	sync.Mutex
+	ok  bool
+	ids selfIDSet
+}
 
 // excluded is what is never a member, whatever it shares with one.
 func (g *procGroup) excluded(st procStat) bool {

@@ -20,7 +20,11 @@ import (
 // short to have made pid_max processes and threads (100 ns each, ten
 // times faster than a many-core machine makes threads; 3 ms at Linux's
 // default pid_max of 32768, 0.4 s at systemd's 4194304), and only when it
-// holds few pids; otherwise every pid is looked at, as before.
+// holds few pids; otherwise every pid is looked at, as before. Writing
+// ns_last_pid (or a pid_max of its own) takes CAP_SYS_ADMIN or
+// CAP_CHECKPOINT_RESTORE, which sandboxes do not have; with one, an agent
+// could only hide a process from the report of what a command left
+// running, never from a kill, which does not use the window.
 
 const (
 	maxWindowPids  = 256             // more: walk /proc and filter by the window

@@ -49,7 +49,9 @@ var mappedRings = true
 // collector neither scans it nor counts it toward its goal (full rings on
 // the heap let it grow to twice their size: a limbsd of 8 busy sessions
 // held 173 MiB), and nothing copies it to grow. It is unmapped once the
-// stream is unreachable, so no reader can outlive it. When the mapping
+// stream is unreachable, so no reader can outlive it. (Under
+// vm.overcommit_memory=2 MAP_NORESERVE is ignored and each ring counts
+// its 8 MiB against the commit limit from the start.) When the mapping
 // fails the ring is ringMin bytes of heap that grows (growLocked).
 func (s *stream) newRing() {
 	if mappedRings {
