@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,7 +160,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	r.started = time.Now()
 	host := machine()
-	sv, err := startServe(ctx, opts.Limbs, opts.Provider)
+	sv, err := startServe(ctx, opts.Limbs, opts.Provider, "--max-sandboxes", strconv.Itoa(max(opts.Sandboxes, 1)))
 	if sv != nil {
 		r.sv = sv
 	}
@@ -259,11 +260,12 @@ func (r *run) setup(ctx context.Context) error {
 const fillBytes = 9 << 20
 
 // fill makes every session of a soak print fillBytes before the load, so
-// that the stores bounded by size (each session's output ring, which
-// grows by doubling as output comes; the journal's and the event log's
-// output in memory) are full before the first sample: a chatty command
-// adds a few KiB, and at the soak's rate a session's ring would take
-// longer than the soak to fill, which its slope would show as growth.
+// that the stores bounded by size (each session's output ring, whose
+// pages the kernel backs as output reaches them; the journal's and the
+// event log's output in memory) are full before the first sample: a
+// chatty command adds a few KiB, and at the soak's rate a session's ring
+// would take longer than the soak to fill, which its slope would show as
+// growth.
 // What the slope then shows is what grows with time, not what fills.
 func (r *run) fill(ctx context.Context) error {
 	keep := 1 // bytes of the output in the result
