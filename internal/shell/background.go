@@ -1,8 +1,6 @@
 package shell
 
 import (
-	"io"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -198,12 +196,7 @@ func cmdlineOf(pid int) string {
 
 // readBounded reads at most n bytes of a file; nothing when it cannot.
 func readBounded(path string, n int64) []byte {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.LimitReader(f, n))
+	b, _ := readProc(path, nil, int(n))
 	return b
 }
 

@@ -48,20 +48,14 @@ var pidMax = sync.OnceValue(func() int {
 // lastPid is the last pid the kernel allocated in limbsd's pid namespace,
 // or lastPidUnknown.
 func lastPid() int {
-	// Opened each time rather than kept open: a descriptor limbsd holds
-	// for good would look like one a session leaked, and open, read and
-	// close cost a few microseconds.
-	f, err := os.Open("/proc/sys/kernel/ns_last_pid")
-	if err != nil {
+	// Read each time rather than kept open: a descriptor limbsd holds
+	// for good would look like one a session leaked.
+	var buf [24]byte
+	b, err := readProc("/proc/sys/kernel/ns_last_pid", buf[:0], len(buf))
+	if err != nil || len(b) == 0 || len(b) == len(buf) {
 		return lastPidUnknown
 	}
-	defer f.Close()
-	var b [24]byte
-	n, err := f.ReadAt(b[:], 0)
-	if n == 0 || (err != nil && n == len(b)) {
-		return lastPidUnknown
-	}
-	v, err := strconv.Atoi(string(bytes.TrimSpace(b[:n])))
+	v, err := strconv.Atoi(string(bytes.TrimSpace(b)))
 	if err != nil || v < 0 {
 		return lastPidUnknown
 	}

@@ -203,7 +203,8 @@ type procStat struct {
 }
 
 func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var buf [512]byte
+	b, err := readProc("/proc/"+strconv.Itoa(pid)+"/stat", buf[:0], 4096)
 	if err != nil {
 		return procStat{}, false
 	}
@@ -225,6 +226,37 @@ func readStat(pid int) (procStat, bool) {
 	st.tty = uint64(uint32(tty))
 	st.start, _ = strconv.ParseUint(f[19], 10, 64)
 	return st, true
+}
+
+// readProc reads at most max bytes of a /proc file into buf's storage
+// (grown as needed) with bare system calls: os.ReadFile costs a
+// finalizer and a registration with the network poller a file, and the
+// end of every command reads a few of these (limbsd's and the shell's
+// stat, the pids allocated since the command was typed).
+func readProc(path string, buf []byte, max int) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf = buf[:0]
+	for len(buf) < max {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, min(max, cap(buf)+512)-len(buf))...)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):min(cap(buf), max)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	return buf, nil
 }
 
 func allPids() []int {
