@@ -120,10 +120,20 @@ type logAccount struct {
 	// free asks the session's stream to free n bytes, the oldest first,
 	// when the daemon's bound is reached.
 	free func(n int64)
+	// most is how many closed logs are kept (maxLogs): past it the
+	// oldest goes, whatever its size.
+	most int
 	mu   sync.Mutex
 	used int64
 	done []loggedFile // closed logs, oldest first
 }
+
+// maxLogs bounds the closed command logs a session keeps. Short commands
+// print little and their logs never reach the bytes' bound (most link to
+// empty.log), so without a count a session kept a file and an entry for
+// every command it ever ran: a soak's limbsds grew 160 bytes a command,
+// half a MiB a minute each, and a restart lists them all.
+const maxLogs = 10000
 
 type loggedFile struct {
 	path string
@@ -132,7 +142,7 @@ type loggedFile struct {
 }
 
 func newLogAccount(pool *diskPool, sessionLimit int64) *logAccount {
-	a := &logAccount{pool: pool}
+	a := &logAccount{pool: pool, most: maxLogs}
 	if sessionLimit > 0 {
 		a.limit = sessionLimit / logShare
 		a.head = max(4096, sessionLimit/logPart)
@@ -162,6 +172,23 @@ func (a *logAccount) load(dir string) {
 	}
 	sort.Slice(a.done, func(i, j int) bool { return a.done[i].num < a.done[j].num })
 	a.pool.take(a.used)
+	a.mu.Lock()
+	a.trimLocked()
+	a.mu.Unlock()
+}
+
+// trimLocked deletes the oldest closed logs past a.most, never the newest
+// (command ids continue from it).
+func (a *logAccount) trimLocked() {
+	for a.most > 0 && len(a.done) > max(a.most, 1) {
+		old := a.done[0]
+		a.done = a.done[1:]
+		if err := os.Remove(old.path); err != nil && !os.IsNotExist(err) {
+			continue
+		}
+		a.used -= old.size
+		a.pool.release(old.size)
+	}
 }
 
 func logNumber(name string) (int, bool) {
@@ -213,6 +240,7 @@ func (a *logAccount) closed(path string, size int64) {
 	num, _ := logNumber(filepath.Base(path))
 	a.mu.Lock()
 	a.done = append(a.done, loggedFile{path: path, num: num, size: size})
+	a.trimLocked()
 	a.mu.Unlock()
 }
 
