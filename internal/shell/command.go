@@ -535,6 +535,8 @@ func (s *Session) closeLog(c *command) {
 	empty := c.logf == nil && start >= 0 && end == start
 	c.logMu.Unlock()
 	if empty && s.linkEmptyLog(c.logPath) {
+		// A link costs no bytes, but counts toward maxLogs.
+		s.logs.closed(c.logPath, 0)
 		return
 	}
 	s.writeLog(c, end)

@@ -124,6 +124,7 @@ type logAccount struct {
 	// oldest goes, whatever its size.
 	most int
 	mu   sync.Mutex
+	dir  string // the session's directory, which holds its logs
 	used int64
 	done []loggedFile // closed logs, oldest first
 }
@@ -135,10 +136,16 @@ type logAccount struct {
 // half a MiB a minute each, and a restart lists them all.
 const maxLogs = 10000
 
+// loggedFile is a closed log, dir/c_NUM.log: 16 bytes, not its path,
+// for each of the maxLogs a session may keep.
 type loggedFile struct {
-	path string
 	num  int
 	size int64
+}
+
+// path is the file of log l.
+func (a *logAccount) path(l loggedFile) string {
+	return filepath.Join(a.dir, "c_"+strconv.Itoa(l.num)+".log")
 }
 
 func newLogAccount(pool *diskPool, sessionLimit int64) *logAccount {
@@ -153,6 +160,7 @@ func newLogAccount(pool *diskPool, sessionLimit int64) *logAccount {
 // load counts the logs a session directory holds already (a restarted
 // daemon).
 func (a *logAccount) load(dir string) {
+	a.dir = dir
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		num, ok := logNumber(e.Name())
@@ -167,7 +175,7 @@ func (a *logAccount) load(dir string) {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
 			size = 0 // a link to empty.log
 		}
-		a.done = append(a.done, loggedFile{path: filepath.Join(dir, e.Name()), num: num, size: size})
+		a.done = append(a.done, loggedFile{num: num, size: size})
 		a.used += size
 	}
 	sort.Slice(a.done, func(i, j int) bool { return a.done[i].num < a.done[j].num })
@@ -183,7 +191,7 @@ func (a *logAccount) trimLocked() {
 	for a.most > 0 && len(a.done) > max(a.most, 1) {
 		old := a.done[0]
 		a.done = a.done[1:]
-		if err := os.Remove(old.path); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(a.path(old)); err != nil && !os.IsNotExist(err) {
 			continue
 		}
 		a.used -= old.size
@@ -208,7 +216,7 @@ func (a *logAccount) take(n int64) int64 {
 	for len(a.done) > 1 && ((a.limit > 0 && a.used+n > a.limit) || a.pool.short(n) > 0) {
 		old := a.done[0]
 		a.done = a.done[1:]
-		if err := os.Remove(old.path); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(a.path(old)); err != nil && !os.IsNotExist(err) {
 			continue
 		}
 		a.used -= old.size
@@ -237,9 +245,13 @@ func (a *logAccount) release(n int64) {
 
 // closed notes a finished log file of size bytes.
 func (a *logAccount) closed(path string, size int64) {
-	num, _ := logNumber(filepath.Base(path))
+	num, ok := logNumber(filepath.Base(path))
+	if !ok {
+		return
+	}
 	a.mu.Lock()
-	a.done = append(a.done, loggedFile{path: path, num: num, size: size})
+	a.dir = filepath.Dir(path)
+	a.done = append(a.done, loggedFile{num: num, size: size})
 	a.trimLocked()
 	a.mu.Unlock()
 }
