@@ -189,14 +189,19 @@ func (a *logAccount) load(dir string) {
 // (command ids continue from it).
 func (a *logAccount) trimLocked() {
 	for a.most > 0 && len(a.done) > max(a.most, 1) {
-		old := a.done[0]
-		a.done = a.done[1:]
-		if err := os.Remove(a.path(old)); err != nil && !os.IsNotExist(err) {
-			continue
-		}
-		a.used -= old.size
-		a.pool.release(old.size)
+		a.dropOldestLocked()
 	}
+}
+
+// dropOldestLocked deletes the oldest closed log and gives back its bytes.
+func (a *logAccount) dropOldestLocked() {
+	old := a.done[0]
+	a.done = a.done[1:]
+	if err := os.Remove(a.path(old)); err != nil && !os.IsNotExist(err) {
+		return
+	}
+	a.used -= old.size
+	a.pool.release(old.size)
 }
 
 func logNumber(name string) (int, bool) {
@@ -214,13 +219,7 @@ func (a *logAccount) take(n int64) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for len(a.done) > 1 && ((a.limit > 0 && a.used+n > a.limit) || a.pool.short(n) > 0) {
-		old := a.done[0]
-		a.done = a.done[1:]
-		if err := os.Remove(a.path(old)); err != nil && !os.IsNotExist(err) {
-			continue
-		}
-		a.used -= old.size
-		a.pool.release(old.size)
+		a.dropOldestLocked()
 	}
 	if short := a.pool.short(n); short > 0 && a.free != nil {
 		a.free(short)
