@@ -27,6 +27,21 @@ func fakellmTestdata(t *testing.T, name string) string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "internal", "agent", "fakellm", "testdata", name)
 }
 
+// startFakeLLM serves the fake model's script at path for the test.
+func startFakeLLM(t *testing.T, path string) *fakellm.Server {
+	t.Helper()
+	script, err := fakellm.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fakellm.Start(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
 // setupCalc makes the calc repository (its test fails) in the working
 // directory of a session of cl, and returns that session.
 func setupCalc(t *testing.T, cl *client.Client) string {
@@ -132,15 +147,7 @@ func TestAgentFixesTest(t *testing.T) {
 		t.Fatal(err)
 	}
 	sid := setupCalc(t, cl)
-	script, err := fakellm.Load(fakellmTestdata(t, "fix.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startFakeLLM(t, fakellmTestdata(t, "fix.json"))
 	out, code := runAgentCmd(t, calcTask, "--model", "fake", "--base-url", srv.URL,
 		"--addr", "unix://"+d.Sock, "--token", d.Token, "--log-level", "debug")
 	calcPasses(t, cl, sid)
@@ -177,15 +184,7 @@ func TestAgentInDocker(t *testing.T) {
 	}
 	cl := c.Sandbox(sb.ID)
 	sid := setupCalc(t, cl)
-	script, err := fakellm.Load(fakellmTestdata(t, "fix.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startFakeLLM(t, fakellmTestdata(t, "fix.json"))
 	out, code := runAgentCmd(t, calcTask, "--model", "fake", "--base-url", srv.URL,
 		"--addr", addr, "--token", "tok", "--sandbox", sb.ID)
 	calcPasses(t, cl, sid)

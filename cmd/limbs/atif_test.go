@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/limbs-dev/limbs/internal/agent/fakellm"
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -81,15 +80,7 @@ func agentTrajectory(t *testing.T, addr string, create wire.CreateSandbox) {
 	}
 	cl := c.Sandbox(sb.ID)
 	sid := setupCalc(t, cl)
-	script, err := fakellm.Load(fakellmTestdata(t, "fix.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startFakeLLM(t, fakellmTestdata(t, "fix.json"))
 	record := filepath.Join(t.TempDir(), "run.jsonl")
 	out, code := runAgentCmd(t, calcTask, "--model", "fake", "--base-url", srv.URL,
 		"--addr", addr, "--token", "tok", "--sandbox", sb.ID, "--log-level", "debug", "--record", record)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limbs-dev/limbs/internal/agent/fakellm"
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/sandbox"
 	"github.com/limbs-dev/limbs/internal/testbin"
@@ -74,15 +73,7 @@ func TestBatchHostileRun(t *testing.T) {
 		t.Skip("runs limbs serve")
 	}
 	addr, _ := realServe(t)
-	script, err := fakellm.Load(writeFile(t, "script.json", `{"turns": [{"repeat": 100, "calls": [{"name": "finish", "arguments": {"message": "done"}}]}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startFakeLLM(t, writeFile(t, "script.json", `{"turns": [{"repeat": 100, "calls": [{"name": "finish", "arguments": {"message": "done"}}]}]}`))
 	long := strings.Repeat("L", 64)
 	var lines []string
 	for _, task := range []batchTask{

@@ -88,15 +88,7 @@ func batchCmd(t *testing.T, addr, model, tasks, out string, out2 *testbin.Buffer
 // that had one ran again (the model server saw its instruction once), and
 // no sandbox of the batch is left.
 func testBatchRestart(t *testing.T, addr, image string, leftovers func(prefix string, ids []string) []string) {
-	script, err := fakellm.Load(writeFile(t, "script.json", batchScript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startFakeLLM(t, writeFile(t, "script.json", batchScript))
 	const n = 20
 	tasks := batchTasks(t, n, image)
 	out := filepath.Join(t.TempDir(), "results")

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limbs-dev/limbs/internal/agent/fakellm"
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
@@ -137,15 +136,7 @@ func TestCheckpointVerbs(t *testing.T) {
 	// limbs agent --checkpoint-each-step: a checkpoint before each step's
 	// tool calls; rolling back to the first brings the failing test back.
 	sid := setupCalc(t, sc)
-	script, err := fakellm.Load(fakellmTestdata(t, "fix.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startFakeLLM(t, fakellmTestdata(t, "fix.json"))
 	aout, code := runAgentCmd(t, calcTask, "--model", "fake", "--base-url", srv.URL,
 		"--addr", addr, "--token", "tok", "--sandbox", sb.ID, "--checkpoint-each-step")
 	wantFixed(t, srv, aout, code)
