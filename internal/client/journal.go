@@ -11,12 +11,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
 // eventsQuery is the path of limbsd's GET /v1/events.
-func eventsQuery(from uint64, follow, withBytes bool, limit int) string {
+func eventsQuery(from uint64, follow, withBytes bool, limit int, batch time.Duration) string {
 	q := url.Values{}
 	q.Set("from", strconv.FormatUint(from, 10))
 	if follow {
@@ -28,6 +29,9 @@ func eventsQuery(from uint64, follow, withBytes bool, limit int) string {
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
+	if batch > 0 {
+		q.Set("batch_ms", strconv.FormatInt(batch.Milliseconds(), 10))
+	}
 	return "/events?" + q.Encode()
 }
 
@@ -35,7 +39,7 @@ func eventsQuery(from uint64, follow, withBytes bool, limit int) string {
 // the daemon's default); withBytes fills each output event's bytes.
 func (c *Client) Events(ctx context.Context, from uint64, limit int, withBytes bool) (wire.EventList, error) {
 	var l wire.EventList
-	err := c.JSON(ctx, http.MethodGet, eventsQuery(from, false, withBytes, limit), nil, &l)
+	err := c.JSON(ctx, http.MethodGet, eventsQuery(from, false, withBytes, limit, 0), nil, &l)
 	return l, err
 }
 
@@ -50,7 +54,15 @@ type EventStream struct {
 // FollowEvents follows limbsd's journal from seq from on. It returns once
 // the daemon has named its journal (Info).
 func (c *Client) FollowEvents(ctx context.Context, from uint64, withBytes bool) (*EventStream, error) {
-	resp, err := c.Do(ctx, http.MethodGet, eventsQuery(from, true, withBytes, 0), nil, "")
+	return c.FollowEventsBatched(ctx, from, withBytes, 0)
+}
+
+// FollowEventsBatched is FollowEvents with limbsd writing at most one batch
+// of events every batch (whole milliseconds, at most a second): the first
+// event after a quiet spell at once, those of a burst together, so that a
+// busy journal costs its reader one wake-up per batch, not one per event.
+func (c *Client) FollowEventsBatched(ctx context.Context, from uint64, withBytes bool, batch time.Duration) (*EventStream, error) {
+	resp, err := c.Do(ctx, http.MethodGet, eventsQuery(from, true, withBytes, 0, batch), nil, "")
 	if err != nil {
 		return nil, err
 	}

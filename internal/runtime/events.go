@@ -22,11 +22,18 @@ const (
 	maxBytesLimit     = 256 // with output=bytes
 )
 
+// maxEventsBatch bounds batch_ms: a follower waiting longer between
+// writes would see its events late for no gain.
+const maxEventsBatch = 1000 * time.Millisecond
+
+// maxEventsWrite bounds what a batched answer gathers before it writes.
+const maxEventsWrite = 1 << 20
+
 // eventsKeepAlive is how long a followed answer stays silent before it
 // sends a keep-alive (a blank line; an SSE comment).
 const eventsKeepAlive = 25 * time.Second
 
-// events serves GET /v1/events?from=SEQ[&follow=true][&output=bytes][&limit=N]
+// events serves GET /v1/events?from=SEQ[&follow=true][&output=bytes][&limit=N][&batch_ms=N]
 // (docs/api.md, "Events").
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	j := s.opts.Journal
@@ -76,6 +83,20 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
+	// batch_ms: a followed answer writes at most once in that window.
+	// The first event after a quiet spell goes out at once; during a
+	// burst the events of the window go out together, one write and one
+	// wake-up of the reader for many (limbs serve's follower asks for it:
+	// a write per event cost every command a tenth of its round trip).
+	var batch time.Duration
+	if v := q.Get("batch_ms"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || time.Duration(n)*time.Millisecond > maxEventsBatch {
+			s.fail(w, r, fmt.Errorf("batch_ms=%q: use 0 to %d (milliseconds between two writes of a followed answer): %w", v, maxEventsBatch.Milliseconds(), wire.ErrBadRequest))
+			return
+		}
+		batch = time.Duration(n) * time.Millisecond
+	}
 	first, next := j.Bounds()
 	if from > next {
 		s.fail(w, r, fmt.Errorf("from=%d is past the end of journal %s, whose next event is %d: a reader that saw later events read another journal (limbsd's state directory was wiped); start again from 1: %w", from, j.ID(), next, wire.ErrBadRequest))
@@ -115,14 +136,39 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		buf.WriteByte('\n')
 	}
 	ctx := r.Context()
-	// A batch of output events with their bytes is up to 64 KiB each.
-	batch := 256
+	// A read of output events with their bytes is up to 64 KiB each.
+	perRead := 256
 	if withBytes {
-		batch = 16
+		perRead = 16
 	}
 	keep := time.NewTimer(eventsKeepAlive)
 	defer keep.Stop()
+	var window *time.Timer
+	if batch > 0 {
+		window = time.NewTimer(batch)
+		defer window.Stop()
+	}
 	for {
+		_, changed := j.Changed()
+		evs, n := j.Read(from, perRead, withBytes)
+		for _, ev := range evs {
+			line, err := json.Marshal(ev)
+			if err != nil {
+				continue
+			}
+			if sse {
+				fmt.Fprintf(&buf, "id: %d\ndata: %s\n\n", ev.Seq, line)
+			} else {
+				buf.Write(line)
+				buf.WriteByte('\n')
+			}
+		}
+		if len(evs) > 0 {
+			from = n
+			if window != nil && buf.Len() < maxEventsWrite {
+				continue // all that is there goes in one write
+			}
+		}
 		if buf.Len() > 0 {
 			if _, err := w.Write(buf.Bytes()); err != nil {
 				return
@@ -130,23 +176,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 			buf.Reset()
 			keep.Reset(eventsKeepAlive)
-		}
-		_, changed := j.Changed()
-		evs, n := j.Read(from, batch, withBytes)
-		if len(evs) > 0 {
-			for _, ev := range evs {
-				line, err := json.Marshal(ev)
-				if err != nil {
-					continue
-				}
-				if sse {
-					fmt.Fprintf(&buf, "id: %d\ndata: %s\n\n", ev.Seq, line)
-				} else {
-					buf.Write(line)
-					buf.WriteByte('\n')
+			if window != nil {
+				// What comes during the window waits for its end.
+				window.Reset(batch)
+				select {
+				case <-window.C:
+				case <-ctx.Done():
+					return
 				}
 			}
-			from = n
 			continue
 		}
 		if j.Closed() {

@@ -705,3 +705,79 @@ func TestEventsRawPasswordPromptMasked(t *testing.T) {
 		}
 	}
 }
+
+// A follow with batch_ms gets every event, in order, the same as one
+// without: the first after a quiet spell, and a burst written together.
+// A batch_ms out of range is a 400 that says what to pass.
+func TestEventsFollowBatched(t *testing.T) {
+	d := startDaemon(t, "--token", testToken)
+	c := d.client(t, testToken)
+	ctx := t.Context()
+	for _, bad := range []string{"-1", "1001", "x"} {
+		resp, err := c.Do(ctx, http.MethodGet, "/events?follow=true&batch_ms="+bad, nil, "")
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("batch_ms=%s was taken", bad)
+		}
+		if !strings.Contains(err.Error(), "use 0 to 1000") {
+			t.Errorf("batch_ms=%s: %v", bad, err)
+		}
+	}
+	s, err := c.CreateSession(ctx, wire.CreateSession{Name: "batched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := c.FollowEventsBatched(ctx, 1, true, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer es.Close()
+	zero := 0.0
+	const commands = 40
+	go func() {
+		for i := range commands {
+			if _, err := c.Exec(context.WithoutCancel(ctx), s.ID, wire.Exec{Command: "echo burst-" + string(rune('a'+i%26)), YieldAfter: &zero}); err != nil {
+				t.Errorf("exec: %v", err)
+				return
+			}
+		}
+	}()
+	var got []wire.Event
+	var out []byte
+	finished := 0
+	deadline := time.AfterFunc(60*time.Second, func() { es.Close() })
+	defer deadline.Stop()
+	for finished < commands {
+		ev, err := es.Next()
+		if err != nil {
+			t.Fatalf("following after %d commands' ends: %v", finished, err)
+		}
+		got = append(got, ev)
+		switch ev.Type {
+		case wire.EventCommandFinished:
+			finished++
+		case wire.EventOutput:
+			out = append(out, dataOf[wire.OutputData](t, ev).Bytes...)
+		case wire.EventGap:
+			t.Fatalf("a gap: %s", ev.Data)
+		}
+	}
+	checkSeqs(t, got)
+	for i := range commands {
+		if w := "burst-" + string(rune('a'+i%26)); !bytes.Contains(out, []byte(w)) {
+			t.Errorf("the output events lack %q", w)
+		}
+	}
+	// The followed events are the journal's, the same as a plain read.
+	all := allEvents(t, c, true)
+	if len(all) < len(got) {
+		t.Fatalf("the journal has %d events, the follow %d", len(all), len(got))
+	}
+	for i := range got {
+		a, _ := json.Marshal(got[i])
+		b, _ := json.Marshal(all[i])
+		if !bytes.Equal(a, b) {
+			t.Fatalf("event %d followed:\n%s\nread:\n%s", i, a, b)
+		}
+	}
+}
