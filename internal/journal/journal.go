@@ -557,7 +557,16 @@ func (j *Journal) Output(session string, off int64, p []byte) {
 			op = nil
 		}
 		if op == nil {
-			op = &outPending{off: off, at: time.Now().UTC(), buf: make([]byte, 0, min(len(p), OutputMax))}
+			// A chunk that is more than a line or two (a burst's PTY
+			// reads are a few KiB) gets the whole event's room at once:
+			// grown by append from the first read's size, the bytes of
+			// a busy session were copied and cleared again at every
+			// doubling (flushLocked trims what is left unused).
+			c := len(p)
+			if c >= 512 {
+				c = OutputMax
+			}
+			op = &outPending{off: off, at: time.Now().UTC(), buf: make([]byte, 0, min(c, OutputMax))}
 			j.pending[session] = op
 			op.timer = time.AfterFunc(OutputEvery, func() { j.flushTimer(session, op) })
 		}
@@ -594,6 +603,11 @@ func (j *Journal) flushLocked(session string) {
 	}
 	delete(j.pending, session)
 	op.timer.Stop()
+	if cap(op.buf) > 2*len(op.buf) {
+		// The room of a burst that ended early: the journal keeps (and
+		// counts) only the bytes.
+		op.buf = bytes.Clone(op.buf)
+	}
 	d, _ := json.Marshal(wire.OutputData{Offset: op.off, Size: int64(len(op.buf))})
 	j.appendLocked(wire.Event{Time: op.at, Session: session, Type: wire.EventOutput, Source: wire.SourceSystem, Data: d}, op.buf)
 }

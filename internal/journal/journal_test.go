@@ -233,3 +233,33 @@ func (s *syncWriter) String() string {
 	defer s.mu.Unlock()
 	return s.w.String()
 }
+
+// TestJournalOutputRoom: a chunk of more than a line or two gets a whole
+// event's room at once (no regrowth per read of a burst); an event that
+// ends short keeps only its bytes, which is what the ring counts.
+func TestJournalOutputRoom(t *testing.T) {
+	j, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var off int64
+	for _, n := range []int{600, 3, OutputMax + 5000, 40} {
+		j.Output("s_1", off, bytes.Repeat([]byte{'x'}, n))
+		off += int64(n)
+		j.Flush()
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var held int64
+	for seq := j.first; seq < j.next; seq++ {
+		e := j.ring[seq%uint64(len(j.ring))]
+		if cap(e.bytes) > 2*len(e.bytes) && cap(e.bytes) > 64 {
+			t.Errorf("event %d holds %d bytes in room for %d", seq, len(e.bytes), cap(e.bytes))
+		}
+		held += int64(len(e.bytes))
+	}
+	if held != j.memOut || held != off {
+		t.Errorf("the ring holds %d output bytes, counts %d; %d were written", held, j.memOut, off)
+	}
+}
