@@ -39,7 +39,7 @@ func runBenchTable(ctx context.Context, args []string) int {
 	fs.IntVar(&o.ExecRounds, "exec-rounds", o.ExecRounds, "docker exec rounds per command")
 	fs.IntVar(&o.PollRounds, "poll-rounds", o.PollRounds, "tmux polling and wait-for-silence rounds per command (about 0.5 s each)")
 	fs.IntVar(&o.MiB, "mib", o.MiB, "MiB of output of each throughput command")
-	fs.IntVar(&o.ThroughputRuns, "throughput-runs", o.ThroughputRuns, "runs of the one-session throughput case (half as many with --sessions)")
+	fs.IntVar(&o.ThroughputRuns, "throughput-runs", o.ThroughputRuns, "runs of each throughput case (one session, and --sessions at once)")
 	fs.IntVar(&o.Sessions, "sessions", o.Sessions, "sessions printing at once in the second throughput case")
 	fs.IntVar(&o.Creates, "creates", o.Creates, "cold, warm and docker run creates each")
 	concurrent := fs.String("concurrent", "20,50,100", "`COUNTS` of creates at once (comma-separated)")

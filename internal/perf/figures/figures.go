@@ -43,7 +43,7 @@ type Options struct {
 	PollRounds int // tmux polling and waiting for silence: ~0.5 s each
 
 	MiB            int // output of one throughput command
-	ThroughputRuns int // runs of the 1-session case
+	ThroughputRuns int // runs of each throughput case
 	Sessions       int // sessions at once in the other case
 
 	Creates    int   // cold, warm and docker run creates each
