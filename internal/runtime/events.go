@@ -91,7 +91,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	var batch time.Duration
 	if v := q.Get("batch_ms"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || time.Duration(n)*time.Millisecond > maxEventsBatch {
+		if err != nil || n < 0 || int64(n) > maxEventsBatch.Milliseconds() {
 			s.fail(w, r, fmt.Errorf("batch_ms=%q: use 0 to %d (milliseconds between two writes of a followed answer): %w", v, maxEventsBatch.Milliseconds(), wire.ErrBadRequest))
 			return
 		}

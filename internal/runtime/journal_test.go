@@ -713,7 +713,7 @@ func TestEventsFollowBatched(t *testing.T) {
 	d := startDaemon(t, "--token", testToken)
 	c := d.client(t, testToken)
 	ctx := t.Context()
-	for _, bad := range []string{"-1", "1001", "x"} {
+	for _, bad := range []string{"-1", "1001", "x", "9223372036855"} {
 		resp, err := c.Do(ctx, http.MethodGet, "/events?follow=true&batch_ms="+bad, nil, "")
 		if err == nil {
 			resp.Body.Close()
