@@ -26,7 +26,8 @@ const (
 // writes would see its events late for no gain.
 const maxEventsBatch = 1000 * time.Millisecond
 
-// maxEventsWrite bounds what a batched answer gathers before it writes.
+// maxEventsWrite bounds what a batched answer gathers before it writes
+// (a read of events is added whole, so a write may pass it by one read).
 const maxEventsWrite = 1 << 20
 
 // eventsKeepAlive is how long a followed answer stays silent before it
@@ -148,6 +149,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		window = time.NewTimer(batch)
 		defer window.Stop()
 	}
+	// held: buf holds events (not only the first line or a keep-alive);
+	// full: it was written on the size bound, with more events waiting.
+	held, full := false, false
 	for {
 		_, changed := j.Changed()
 		evs, n := j.Read(from, perRead, withBytes)
@@ -163,10 +167,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				buf.WriteByte('\n')
 			}
 		}
+		full = false
 		if len(evs) > 0 {
 			from = n
-			if window != nil && buf.Len() < maxEventsWrite {
-				continue // all that is there goes in one write
+			held = true
+			if window != nil {
+				if buf.Len() < maxEventsWrite {
+					continue // all that is there goes in one write
+				}
+				full = true
 			}
 		}
 		if buf.Len() > 0 {
@@ -176,8 +185,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 			buf.Reset()
 			keep.Reset(eventsKeepAlive)
-			if window != nil {
-				// What comes during the window waits for its end.
+			wait := window != nil && held && !full
+			held = false
+			if wait {
+				// What comes during the window waits for its end; a
+				// backlog (a write on the size bound) goes on at once,
+				// so the window never bounds how fast a reader catches
+				// up.
+				s.windowWaits.Add(1)
 				window.Reset(batch)
 				select {
 				case <-window.C:

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/limbs-dev/limbs/internal/client"
 	"github.com/limbs-dev/limbs/internal/journal"
+	"github.com/limbs-dev/limbs/internal/runtime"
 	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
@@ -779,5 +781,53 @@ func TestEventsFollowBatched(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Fatalf("event %d followed:\n%s\nread:\n%s", i, a, b)
 		}
+	}
+}
+
+// TestEventsFollowBatchedBacklog: the window of batch_ms spaces the
+// writes of a live stream, never those of a backlog: a write that
+// reached the size bound (about 1 MiB) goes on at once. A backlog of
+// 40,000 events (about 6 MiB) followed with batch_ms=1000 arrives whole
+// and in order with at most one wait for the window (after the last
+// write, which did not reach the bound), not one a write.
+func TestEventsFollowBatchedBacklog(t *testing.T) {
+	j, err := journal.Open(journal.Options{Dir: t.TempDir(), RingEvents: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const events = 40000
+	for range events {
+		j.Append(wire.Event{Session: "s_1", Type: wire.EventInput, Source: wire.SourceAPI}, wire.InputData{Text: "a line typed into the session, as an agent would"})
+	}
+	rs := runtime.New(runtime.Options{Token: testToken, Journal: j})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/events?from=1&follow=true&batch_ms=1000", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var got []wire.Event
+	size := 0
+	for len(got) < events && sc.Scan() {
+		size += len(sc.Bytes()) + 1
+		var ev wire.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Seq == 0 {
+			continue // the first line, the journal's
+		}
+		got = append(got, ev)
+	}
+	if len(got) < events {
+		t.Fatalf("%d of %d backlog events (%v)", len(got), events, sc.Err())
+	}
+	checkSeqs(t, got)
+	if n := runtime.WindowWaits(rs); n > 1 || size < 4<<20 {
+		t.Errorf("a backlog of %d bytes waited %d times for the window of batch_ms=1000; want at most once (after its last write)", size, n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/limbs-dev/limbs/internal/endpoint"
 	"github.com/limbs-dev/limbs/internal/journal"
@@ -56,6 +57,9 @@ type Server struct {
 	mux    *http.ServeMux
 	log    *slog.Logger
 	routes []route
+	// windowWaits counts the waits of batched follows for their
+	// window (GET /v1/events?batch_ms=N; a backlog never waits).
+	windowWaits atomic.Int64
 }
 
 // route is one documented endpoint; the table drives the mux, the 405
