@@ -63,6 +63,10 @@ const (
 	// per OutputMax bytes, whichever comes first.
 	OutputEvery = 15 * time.Millisecond
 	OutputMax   = 64 << 10
+	// burstChunk: a chunk of output this large (more than a line or
+	// two; a burst's PTY reads are a few KiB) starts an event with
+	// OutputMax of room, so the reads that follow never regrow it.
+	burstChunk = 512
 	// MaxText bounds the text of one command.started or input event; the
 	// rest is cut (the command's own log has all of it).
 	MaxText = 64 << 10
@@ -557,16 +561,14 @@ func (j *Journal) Output(session string, off int64, p []byte) {
 			op = nil
 		}
 		if op == nil {
-			// A chunk that is more than a line or two (a burst's PTY
-			// reads are a few KiB) gets the whole event's room at once:
-			// grown by append from the first read's size, the bytes of
-			// a busy session were copied and cleared again at every
-			// doubling (flushLocked trims what is left unused).
-			c := len(p)
-			if c >= 512 {
-				c = OutputMax
+			// Grown by append from the first read's size, a busy
+			// session's bytes were copied and cleared again at every
+			// doubling; flushLocked trims what is left unused.
+			room := len(p)
+			if room >= burstChunk {
+				room = OutputMax
 			}
-			op = &outPending{off: off, at: time.Now().UTC(), buf: make([]byte, 0, min(c, OutputMax))}
+			op = &outPending{off: off, at: time.Now().UTC(), buf: make([]byte, 0, room)}
 			j.pending[session] = op
 			op.timer = time.AfterFunc(OutputEvery, func() { j.flushTimer(session, op) })
 		}

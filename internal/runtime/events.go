@@ -149,9 +149,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		window = time.NewTimer(batch)
 		defer window.Stop()
 	}
-	// held: buf holds events (not only the first line or a keep-alive);
-	// full: it was written on the size bound, with more events waiting.
-	held, full := false, false
+	// held: buf holds events (not only the first line or a keep-alive).
+	held := false
 	for {
 		_, changed := j.Changed()
 		evs, n := j.Read(from, perRead, withBytes)
@@ -167,7 +166,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				buf.WriteByte('\n')
 			}
 		}
-		full = false
+		full := false // written on the size bound, more events waiting
 		if len(evs) > 0 {
 			from = n
 			held = true
