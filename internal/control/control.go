@@ -211,6 +211,9 @@ type Server struct {
 	// noCalls turns api.call events off (BenchmarkForwardOverhead's
 	// baseline).
 	noCalls atomic.Bool
+	// callHook, when set, runs in recordCall after the answer was
+	// flushed and before its api.call is recorded (tests).
+	callHook atomic.Pointer[func()]
 }
 
 // New returns the HTTP edge of a new Plane (see NewPlane). Closing the

@@ -383,6 +383,16 @@ func (s *Server) recordCall(w http.ResponseWriter, r *http.Request) {
 	var created string
 	r2 := r.WithContext(context.WithValue(r.Context(), createdKey{}, &created))
 	s.serveMasked(cw, r2)
+	// The answer goes out before its api.call is recorded: net/http would
+	// only send it once this handler returns, after the event log's
+	// encode, write and wake-ups, which the caller does not wait for. A
+	// chunked answer cannot be ended from here, and is left as it is.
+	if cw.wrote && !cw.hijacked && cw.Header().Get("Content-Length") != "" {
+		cw.Flush()
+	}
+	if hook := s.callHook.Load(); hook != nil {
+		(*hook)()
+	}
 	// The mux names the route it matched on the request it was handed:
 	// the metrics' Instrument reads it from the request it passed on.
 	r.Pattern = r2.Pattern
@@ -501,8 +511,9 @@ type maskedBody struct {
 // callWriter notes the status of an answer for its api.call.
 type callWriter struct {
 	http.ResponseWriter
-	status int
-	wrote  bool
+	status   int
+	wrote    bool
+	hijacked bool
 }
 
 func (c *callWriter) WriteHeader(code int) {
@@ -525,6 +536,7 @@ func (c *callWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if !c.wrote {
 		c.status, c.wrote = http.StatusSwitchingProtocols, true
 	}
+	c.hijacked = true
 	return http.NewResponseController(c.ResponseWriter).Hijack()
 }
 

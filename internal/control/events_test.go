@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/limbs-dev/limbs/internal/client"
+	"github.com/limbs-dev/limbs/internal/testbin"
 	"github.com/limbs-dev/limbs/internal/wire"
 )
 
@@ -401,4 +403,45 @@ func BenchmarkFollowLatency(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
+}
+
+// TestAnswerBeforeAPICall: a forwarded answer of known length reaches
+// the caller before its api.call is recorded (the record is off the
+// caller's path), and the api.call is still recorded once the answer is
+// out.
+func TestAnswerBeforeAPICall(t *testing.T) {
+	fp := newFakeProvider()
+	t.Cleanup(fp.closeAll)
+	h := start(t, t.TempDir(), fp, nil)
+	sb := h.create(t, wire.CreateSandbox{Name: "quick"})
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	hook := func() { <-release }
+	h.srv.callHook.Store(&hook)
+	got := make(chan error, 1)
+	go func() {
+		_, err := h.forward(sb.ID, "/sessions?answer=first")
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the answer waited for its api.call to be recorded")
+	}
+	unblock()
+	h.srv.callHook.Store(nil)
+	testbin.Eventually(t, "the api.call recorded after the answer", 10*time.Second, func() bool {
+		for _, ev := range h.allEvents(t, "quick", "&type=api.call") {
+			var d wire.APICallData
+			if json.Unmarshal(ev.Data, &d) == nil && d.Path == "/v1/sandboxes/"+sb.ID+"/sessions" && d.Status == http.StatusOK {
+				return true
+			}
+		}
+		return false
+	})
 }
