@@ -187,8 +187,7 @@ type Log struct {
 	mu     sync.Mutex // guards the fields below and every sandboxLog
 	logs   map[string]*sandboxLog
 	cursor uint64 // the last cursor assigned
-	ring   []wire.Event
-	ringB  int
+	ring   eventRing
 	notify chan struct{} // closed when any event is appended
 	closed bool
 }
@@ -830,24 +829,14 @@ func (l *Log) write(sl *sandboxLog, b []byte, first, firstCursor uint64) error {
 	return nil
 }
 
-// toRing keeps evs in the ring of recent events. l.mu is held.
+// toRing keeps evs in the ring of recent events, and lets the oldest go
+// past RingBytes (the newest always stays). l.mu is held.
 func (l *Log) toRing(evs []wire.Event) {
 	for _, ev := range evs {
-		l.ring = append(l.ring, ev)
-		l.ringB += evSize(ev)
+		l.ring.push(ev)
 	}
-	drop := 0
-	for l.ringB > l.opts.RingBytes && drop < len(l.ring)-1 {
-		l.ringB -= evSize(l.ring[drop])
-		drop++
-	}
-	if drop > 0 {
-		// Copy down when half the backing array is dead, so that it does
-		// not grow without bound.
-		l.ring = l.ring[drop:]
-		if cap(l.ring) > 2*len(l.ring)+1024 {
-			l.ring = append([]wire.Event(nil), l.ring...)
-		}
+	for l.ring.bytes > l.opts.RingBytes && l.ring.len() > 1 {
+		l.ring.dropOldest()
 	}
 }
 

@@ -217,11 +217,11 @@ func (g *GlobalReader) Read(limit int) ([]wire.Event, error) {
 		l.mu.Unlock()
 		return nil, nil
 	}
-	if n := len(l.ring); n > 0 && l.ring[0].Cursor <= g.cursor+1 {
-		i := sort.Search(n, func(i int) bool { return l.ring[i].Cursor > g.cursor })
+	if n := l.ring.len(); n > 0 && l.ring.at(0).Cursor <= g.cursor+1 {
+		i := sort.Search(n, func(i int) bool { return l.ring.at(i).Cursor > g.cursor })
 		var out []wire.Event
 		for ; i < n && len(out) < limit; i++ {
-			ev := l.ring[i]
+			ev := *l.ring.at(i)
 			g.cursor = ev.Cursor
 			if g.filter.Match(ev.Type) {
 				out = append(out, ev)
