@@ -63,7 +63,7 @@ func Defaults() Options {
 	return Options{
 		Image:  "limbs/base:latest",
 		Rounds: 300, MCPRounds: 100, ExecRounds: 10, PollRounds: 5,
-		MiB: 50, ThroughputRuns: 3, Sessions: 8,
+		MiB: 50, ThroughputRuns: 5, Sessions: 8,
 		Creates: 5, Concurrent: []int{20, 50, 100},
 		IdleSessions: 10, IdleSandboxes: 10,
 		Events: 50_000, FollowRounds: 50,
