@@ -141,7 +141,10 @@ __limbs_z() {
 		case $p in *[$'\a\e\n']*) p= ;; esac
 		(( ${#p} > 1000 )) && p=
 		((++__LIMBS_N))
-		builtin printf 'E %s %s %s' "$__LIMBS_N" "$__limbs_s" "$p" >&@FD@ 2>/dev/null
+		# No 2>/dev/null of its own: stderr is /dev/null already here
+		# (runLine), and each redirection costs the shell some ten
+		# system calls on the result's path.
+		builtin printf 'E %s %s %s' "$__LIMBS_N" "$__limbs_s" "$p" >&@FD@
 		builtin printf '\e]633;limbs;%s;E;%s;%s\a' "$__LIMBS_T" "$__LIMBS_N" "$__limbs_s"
 		__LIMBS_DONE=1
 		# Saved after the end marker, off the result's path (export -p
