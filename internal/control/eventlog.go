@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/limbs-dev/limbs/internal/eventlog"
@@ -383,29 +384,36 @@ func (s *Server) recordCall(w http.ResponseWriter, r *http.Request) {
 	var created string
 	r2 := r.WithContext(context.WithValue(r.Context(), createdKey{}, &created))
 	s.serveMasked(cw, r2)
-	// The answer goes out before its api.call is recorded: net/http would
-	// only send it once this handler returns, after the event log's
-	// encode, write and wake-ups, which the caller does not wait for. A
-	// chunked answer cannot be ended from here, and is left as it is.
-	if cw.wrote && !cw.hijacked && cw.Header().Get("Content-Length") != "" {
-		cw.Flush()
-	}
-	if hook := s.callHook.Load(); hook != nil {
-		(*hook)()
-	}
 	// The mux names the route it matched on the request it was handed:
 	// the metrics' Instrument reads it from the request it passed on.
 	r.Pattern = r2.Pattern
+	// The sandbox is named before the answer goes out: once the caller
+	// has it, it may delete the sandbox, or make another of that name.
 	id := created
+	var e *entry
 	if ref != "" {
-		if e, err := s.lookup(ref); err == nil {
-			id = s.record(e).ID
+		if found, err := s.lookup(ref); err == nil {
+			e, id = found, s.record(found).ID
 		} else if d, ok := s.events.FindDeleted(ref); ok {
 			id = d.ID
 		}
 	}
 	if id == "" {
 		return
+	}
+	// The answer goes out before its api.call is recorded: net/http would
+	// only send it once this handler returns, after the event log's
+	// encode, write and wake-ups, which the caller does not wait for. A
+	// chunked answer cannot be ended from here, and is left as it is. The
+	// sandbox's removal waits for the record (forget), so that its log
+	// still ends with sandbox.deleted.
+	if e != nil && cw.wrote && !cw.hijacked && cw.Header().Get("Content-Length") != "" {
+		e.calls.enter()
+		defer e.calls.leave()
+		cw.Flush()
+	}
+	if hook := s.callHook.Load(); hook != nil {
+		(*hook)()
 	}
 	caller := r.RemoteAddr
 	if caller == "" || caller == "@" {
@@ -557,3 +565,55 @@ func (m *maskWriter) Write(p []byte) (int, error) {
 func (m *maskWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
 
 func (m *maskWriter) Flush() { _ = http.NewResponseController(m.ResponseWriter).Flush() }
+
+// callGate counts the api.calls of a sandbox whose answers went out and
+// whose records are not written yet.
+type callGate struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil when nobody waits
+}
+
+func (g *callGate) enter() {
+	g.mu.Lock()
+	g.n++
+	g.mu.Unlock()
+}
+
+func (g *callGate) leave() {
+	g.mu.Lock()
+	g.n--
+	if g.n == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+	g.mu.Unlock()
+}
+
+// wait returns once no record is pending, or after d: a caller that does
+// not read its answer holds its flush, and so its record, back.
+func (g *callGate) wait(d time.Duration) {
+	g.mu.Lock()
+	if g.n == 0 {
+		g.mu.Unlock()
+		return
+	}
+	if g.idle == nil {
+		g.idle = make(chan struct{})
+	}
+	ch := g.idle
+	g.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+}
+
+// waiting reports whether someone waits for the pending records (tests).
+func (g *callGate) waiting() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.idle != nil
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -444,4 +445,64 @@ func TestAnswerBeforeAPICall(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestAnsweredCallBeforeDelete: a caller that has its answer and then
+// deletes the sandbox, and makes another of its name, finds its call in
+// the old sandbox's log before sandbox.deleted, and not in the new one's.
+func TestAnsweredCallBeforeDelete(t *testing.T) {
+	fp := newFakeProvider()
+	t.Cleanup(fp.closeAll)
+	h := startOpts(t, fp, Options{EventsKeepDeleted: time.Hour})
+	old := h.create(t, wire.CreateSandbox{Name: "q"})
+	e, err := h.srv.lookup(old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	var held atomic.Bool
+	hook := func() {
+		if held.CompareAndSwap(false, true) {
+			<-release // the first record only: the GET's
+		}
+	}
+	h.srv.callHook.Store(&hook)
+	if _, err := h.forward("q", "/sessions"); err != nil {
+		t.Fatal(err)
+	}
+	// The answer is in; its record is held. Another connection deletes.
+	other, _ := client.New(h.ts.URL, testToken, "")
+	deleted := make(chan error, 1)
+	go func() { deleted <- other.JSON(context.Background(), "DELETE", "/sandboxes/q", nil, nil) }()
+	testbin.Eventually(t, "the removal waiting for the pending record", 10*time.Second, e.calls.waiting)
+	unblock()
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	h.srv.callHook.Store(nil)
+	renewed := h.create(t, wire.CreateSandbox{Name: "q"})
+	var got []string
+	for _, ev := range h.allEvents(t, old.ID, "") {
+		k := string(ev.Type)
+		if ev.Type == wire.EventAPICall {
+			var d wire.APICallData
+			json.Unmarshal(ev.Data, &d)
+			k += " " + d.Method + " " + d.Path
+		}
+		got = append(got, k)
+	}
+	want := []string{"sandbox.created", "api.call POST /v1/sandboxes", "api.call GET /v1/sandboxes/q/sessions", "sandbox.deleted", "api.call DELETE /v1/sandboxes/q"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("the deleted sandbox's log (-want +got):\n%s", d)
+	}
+	for _, ev := range h.allEvents(t, renewed.ID, "&type=api.call") {
+		var d wire.APICallData
+		json.Unmarshal(ev.Data, &d)
+		if d.Method == http.MethodGet {
+			t.Errorf("the new sandbox %s has the old one's call: %s", renewed.ID, ev.Data)
+		}
+	}
 }

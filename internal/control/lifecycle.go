@@ -26,6 +26,9 @@ type entry struct {
 	// op serialises lifecycle operations (create, start, stop, remove,
 	// recover) on this sandbox; it is held across provider calls.
 	op sync.Mutex
+	// calls holds the api.calls answered and not yet recorded, which the
+	// sandbox.deleted of its removal waits for (recordCall).
+	calls callGate
 
 	// Guarded by Plane.mu.
 	rec     store.Record
@@ -148,6 +151,8 @@ func (s *Plane) named(name string) *store.Record {
 // (sandbox.deleted with reason) and is kept for the retention of deleted
 // sandboxes.
 func (s *Plane) forget(e *entry, reason string) error {
+	// A call answered before the removal is recorded before it.
+	e.calls.wait(2 * time.Second)
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
