@@ -211,8 +211,8 @@ type Server struct {
 	// noCalls turns api.call events off (BenchmarkForwardOverhead's
 	// baseline).
 	noCalls atomic.Bool
-	// callHook, when set, runs in recordCall after the answer was
-	// flushed and before its api.call is recorded (tests).
+	// callHook, when set, runs in recordCall just before an api.call is
+	// recorded: after its answer went out, when it could go early (tests).
 	callHook atomic.Pointer[func()]
 }
 

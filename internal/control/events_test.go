@@ -415,12 +415,7 @@ func TestAnswerBeforeAPICall(t *testing.T) {
 	t.Cleanup(fp.closeAll)
 	h := start(t, t.TempDir(), fp, nil)
 	sb := h.create(t, wire.CreateSandbox{Name: "quick"})
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	hook := func() { <-release }
-	h.srv.callHook.Store(&hook)
+	unblock := holdFirstRecord(t, h.srv)
 	got := make(chan error, 1)
 	go func() {
 		_, err := h.forward(sb.ID, "/sessions?answer=first")
@@ -435,7 +430,6 @@ func TestAnswerBeforeAPICall(t *testing.T) {
 		t.Fatal("the answer waited for its api.call to be recorded")
 	}
 	unblock()
-	h.srv.callHook.Store(nil)
 	testbin.Eventually(t, "the api.call recorded after the answer", 10*time.Second, func() bool {
 		for _, ev := range h.allEvents(t, "quick", "&type=api.call") {
 			var d wire.APICallData
@@ -459,17 +453,7 @@ func TestAnsweredCallBeforeDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	var held atomic.Bool
-	hook := func() {
-		if held.CompareAndSwap(false, true) {
-			<-release // the first record only: the GET's
-		}
-	}
-	h.srv.callHook.Store(&hook)
+	unblock := holdFirstRecord(t, h.srv) // the GET's
 	if _, err := h.forward("q", "/sessions"); err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +466,6 @@ func TestAnsweredCallBeforeDelete(t *testing.T) {
 	if err := <-deleted; err != nil {
 		t.Fatal(err)
 	}
-	h.srv.callHook.Store(nil)
 	renewed := h.create(t, wire.CreateSandbox{Name: "q"})
 	var got []string
 	for _, ev := range h.allEvents(t, old.ID, "") {
@@ -505,4 +488,25 @@ func TestAnsweredCallBeforeDelete(t *testing.T) {
 			t.Errorf("the new sandbox %s has the old one's call: %s", renewed.ID, ev.Data)
 		}
 	}
+}
+
+// holdFirstRecord holds back the next api.call that recordCall records,
+// after its answer went out, until the returned func is called (at the
+// latest at the test's end); the records after it are not held.
+func holdFirstRecord(t *testing.T, srv *Server) (release func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(ch) }) }
+	var held atomic.Bool
+	hook := func() {
+		if held.CompareAndSwap(false, true) {
+			<-ch
+		}
+	}
+	srv.callHook.Store(&hook)
+	t.Cleanup(func() {
+		release()
+		srv.callHook.Store(nil)
+	})
+	return release
 }
