@@ -102,6 +102,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.MaxDisk == 0 {
 		opts.MaxDisk = DefaultMaxDisk
 	}
+	lastPidFD() // limbsd's for good: see lastPidFD
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "sessions"), 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/creack/pty"
@@ -35,6 +36,25 @@ type proc struct {
 	reaper               // see kill.go
 
 	recoverState // see recover.go
+
+	// started is the shell's start time (clock ticks after boot), read
+	// once by startTime.
+	started atomic.Uint64
+}
+
+// startTime is the shell's start time, 0 when its stat cannot be read.
+// Only for a shell not yet reaped, whose pid cannot have been reused:
+// the first read is kept.
+func (p *proc) startTime() uint64 {
+	if v := p.started.Load(); v != 0 {
+		return v
+	}
+	st, ok := readStat(p.pid)
+	if !ok {
+		return 0
+	}
+	p.started.CompareAndSwap(0, st.start)
+	return st.start
 }
 
 // findShell picks the shell: the requested one, else bash, else sh.
