@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,8 +91,16 @@ func runServe(ctx context.Context, args []string) int {
 	forkCopy := fs.Bool("fork-copy", false, "give every fork a full copy of its checkpoint instead of a copy-on-write view of one shared copy (the default when serve runs as root with the docker provider; docs/checkpoints.md)")
 	evFollow := fs.Bool("events-follow", true, "follow each running sandbox's limbsd journal into the event log (commands, output, input, files); false keeps only limbs serve's own events")
 	maxSessionDisk := fs.String("sandbox-max-session-disk", "", "most command output each session of a sandbox keeps on disk, such as 256MiB (limbsd --max-session-disk; default: limbsd's, 256MiB); a create's max_session_disk_mb wins")
+	procs := fs.Int("procs", 0, "most threads running limbs serve's Go code at once (GOMAXPROCS); 0: a quarter of the CPUs, at least 1, unless the GOMAXPROCS environment variable is set")
 	if code, ok := parseFlagsOnly(fs, args, "serve"); !ok {
 		return code
+	}
+	if *procs < 0 {
+		fmt.Fprintln(os.Stderr, "limbs serve: --procs must be 0 (a quarter of the CPUs) or more")
+		return 2
+	}
+	if n := serveProcs(*procs, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)); n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
 	var diskMB [2]int64
 	for i, f := range []struct{ name, v string }{{"sandbox-max-disk", *maxDisk}, {"sandbox-max-session-disk", *maxSessionDisk}} {
@@ -398,4 +407,25 @@ func ckptTTL(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// serveProcs is the GOMAXPROCS limbs serve runs with, or 0 to keep the
+// runtime's: flag when given; else none when the GOMAXPROCS environment
+// variable set it (env); else a quarter of the runtime's default (the
+// CPUs, or the container's CPU limit), at least 1. limbs serve forwards
+// and records; the work of a command is the sandbox's (its limbsd and
+// shell spent three times limbs serve's CPU on each round trip,
+// docs/bench.md), and on a small host the Go scheduler's idle threads
+// spinning for work they will not find took CPU from the sandboxes: on 2
+// cores, 1 cut limbs serve's CPU per forwarded command by a fifth and its
+// round trip by some 8%.
+func serveProcs(flag int, env bool, def int) int {
+	switch {
+	case flag > 0:
+		return flag
+	case env:
+		return 0
+	default:
+		return max(1, def/4)
+	}
 }
