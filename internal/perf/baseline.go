@@ -127,13 +127,13 @@ func DockerExec(ctx context.Context, container, command string, rounds int) ([]t
 	return out, nil
 }
 
-// TmuxPoll times a command run the way a tmux-driven runtime runs it
-// (OpenHands'): a tmux server of its own with one bash session; each
-// round types the command and an end marker with send-keys, then reads
-// the pane with capture-pane every interval until the marker's output is
-// there. The marker is typed as `echo __d""one_N` so that the echo of
-// what was typed never matches.
-func TmuxPoll(ctx context.Context, command string, rounds int, interval time.Duration) ([]time.Duration, error) {
+// tmuxServer is a tmux server of its own, on a socket in a fresh
+// directory, with one session "bench" running bash.
+type tmuxServer struct {
+	dir, sock string
+}
+
+func startTmux(ctx context.Context) (*tmuxServer, error) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		return nil, errors.New("tmux is not installed: apt-get install tmux (scripts/ci-setup.sh does)")
 	}
@@ -141,30 +141,67 @@ func TmuxPoll(ctx context.Context, command string, rounds int, interval time.Dur
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "tmux.sock")
-	tmux := func(ctx context.Context, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "tmux", append([]string{"-S", sock, "-f", "/dev/null"}, args...)...)
-		cmd.Env = append(os.Environ(), "TMUX=")
-		b, err := cmd.CombinedOutput()
-		if err != nil {
-			return string(b), fmt.Errorf("tmux %s: %w: %s", strings.Join(args, " "), err, b)
-		}
-		return string(b), nil
-	}
-	if _, err := tmux(ctx, "new-session", "-d", "-s", "bench", "-x", "200", "-y", "50", "bash --norc --noprofile"); err != nil {
+	t := &tmuxServer{dir: dir, sock: filepath.Join(dir, "tmux.sock")}
+	if _, err := t.run(ctx, "new-session", "-d", "-s", "bench", "-x", "200", "-y", "50", "bash --norc --noprofile"); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = tmux(cctx, "kill-server")
-	}()
+	return t, nil
+}
+
+// run runs one tmux client command, as a runtime driving tmux does: a
+// process per call.
+func (t *tmuxServer) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "tmux", append([]string{"-S", t.sock, "-f", "/dev/null"}, args...)...)
+	cmd.Env = append(os.Environ(), "TMUX=")
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(b), fmt.Errorf("tmux %s: %w: %s", strings.Join(args, " "), err, b)
+	}
+	return string(b), nil
+}
+
+func (t *tmuxServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = t.run(ctx, "kill-server")
+	os.RemoveAll(t.dir)
+}
+
+// capture reads the pane and its history.
+func (t *tmuxServer) capture(ctx context.Context) (string, error) {
+	return t.run(ctx, "capture-pane", "-p", "-J", "-t", "bench", "-S", "-100")
+}
+
+// ended says whether pane shows the output of end marker mark.
+func ended(pane, mark string) bool {
+	return strings.Contains(pane, mark+"\n") || strings.HasSuffix(strings.TrimRight(pane, "\n "), mark)
+}
+
+// endMarker is the line typed after command in round i, and the output
+// it prints. The marker is typed as `echo __d""one_N` so that the echo
+// of what was typed never matches.
+func endMarker(command string, i int) (line, mark string) {
+	return command + `; echo __d""one_` + strconv.Itoa(i), "__done_" + strconv.Itoa(i)
+}
+
+// TmuxPoll times a command run in tmux polled every interval: a tmux
+// server of its own with one bash session; each round types the command
+// and an end marker with send-keys, then reads the pane with capture-pane
+// every interval, the first read one interval after the keys, until the
+// marker's output is there. This is the baseline the targets name; see
+// TmuxOpenHands for OpenHands' own loop, which reads once at once.
+func TmuxPoll(ctx context.Context, command string, rounds int, interval time.Duration) ([]time.Duration, error) {
+	t, err := startTmux(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
 	out := make([]time.Duration, 0, rounds)
 	for i := range rounds + 1 { // round 0 warms the shell up
-		mark := "__done_" + strconv.Itoa(i)
+		line, mark := endMarker(command, i)
 		t0 := time.Now()
-		if _, err := tmux(ctx, "send-keys", "-t", "bench", command+`; echo __d""one_`+strconv.Itoa(i), "Enter"); err != nil {
+		if _, err := t.run(ctx, "send-keys", "-t", "bench", line, "Enter"); err != nil {
 			return out, err
 		}
 		deadline := t0.Add(roundTimeout)
@@ -174,16 +211,84 @@ func TmuxPoll(ctx context.Context, command string, rounds int, interval time.Dur
 				return out, ctx.Err()
 			case <-time.After(interval):
 			}
-			pane, err := tmux(ctx, "capture-pane", "-p", "-J", "-t", "bench", "-S", "-100")
+			pane, err := t.capture(ctx)
 			if err != nil {
 				return out, err
 			}
-			if strings.Contains(pane, mark+"\n") || strings.HasSuffix(strings.TrimRight(pane, "\n "), mark) {
+			if ended(pane, mark) {
 				break
 			}
 			if time.Now().After(deadline) {
 				return out, fmt.Errorf("tmux: the end of %q never showed in the pane:\n%s", command, pane)
 			}
+		}
+		if i > 0 {
+			out = append(out, time.Since(t0))
+		}
+	}
+	return out, nil
+}
+
+// TmuxOpenHands times a command run the way OpenHands' tmux runtime
+// (openhands/runtime/utils/bash.py, BashSession.execute) runs one, step
+// for step: read the pane once before typing; type the command with
+// send-keys and then Enter with a second send-keys (as libtmux's
+// send_keys(cmd, enter=True) does); read the pane at once and then every
+// interval until the command's end shows; then clear the screen for the
+// next command (send-keys C-l, a pause of settle, clear-history), which
+// OpenHands does before it hands back the result. Its end is a PS1 it
+// sets; here it is the same typed end marker as TmuxPoll's.
+func TmuxOpenHands(ctx context.Context, command string, rounds int, interval, settle time.Duration) ([]time.Duration, error) {
+	t, err := startTmux(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	wait := func(d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
+	}
+	out := make([]time.Duration, 0, rounds)
+	for i := range rounds + 1 { // round 0 warms the shell up
+		line, mark := endMarker(command, i)
+		t0 := time.Now()
+		if _, err := t.capture(ctx); err != nil {
+			return out, err
+		}
+		if _, err := t.run(ctx, "send-keys", "-t", "bench", line); err != nil {
+			return out, err
+		}
+		if _, err := t.run(ctx, "send-keys", "-t", "bench", "Enter"); err != nil {
+			return out, err
+		}
+		deadline := t0.Add(roundTimeout)
+		for {
+			pane, err := t.capture(ctx)
+			if err != nil {
+				return out, err
+			}
+			if ended(pane, mark) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return out, fmt.Errorf("tmux: the end of %q never showed in the pane:\n%s", command, pane)
+			}
+			if err := wait(interval); err != nil {
+				return out, err
+			}
+		}
+		if _, err := t.run(ctx, "send-keys", "-t", "bench", "C-l"); err != nil {
+			return out, err
+		}
+		if err := wait(settle); err != nil {
+			return out, err
+		}
+		if _, err := t.run(ctx, "clear-history", "-t", "bench"); err != nil {
+			return out, err
 		}
 		if i > 0 {
 			out = append(out, time.Since(t0))

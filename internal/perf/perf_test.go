@@ -80,4 +80,15 @@ func TestBaselines(t *testing.T) {
 	if err != nil || len(d) != 1 {
 		t.Fatalf("TmuxPoll: %v %v", d, err)
 	}
+	// OpenHands' loop: each round includes its clear-screen pause, and a
+	// command still running at the first read is read again an interval
+	// later, until its end shows.
+	d, err = TmuxOpenHands(ctx, "echo hi", 2, 100*time.Millisecond, 20*time.Millisecond)
+	if err != nil || len(d) != 2 || d[0] < 20*time.Millisecond {
+		t.Fatalf("TmuxOpenHands: %v %v", d, err)
+	}
+	d, err = TmuxOpenHands(ctx, "sleep 0.3", 1, 100*time.Millisecond, 20*time.Millisecond)
+	if err != nil || len(d) != 1 || d[0] < 320*time.Millisecond {
+		t.Fatalf("TmuxOpenHands of sleep 0.3: %v %v", d, err)
+	}
 }

@@ -93,6 +93,15 @@ func (e *env) roundTrip(ctx context.Context) error {
 		} else {
 			e.rep.Add(ms("roundtrip/tmux/"+c.key, g, q+" tmux send-keys, capture-pane every 0.5 s", d, serveKey))
 		}
+		e.progress("%s: %s in tmux as OpenHands' loop drives it (%d rounds)", g, q, e.o.PollRounds)
+		if d, err = perf.TmuxOpenHands(ctx, c.command, e.o.PollRounds, 500*time.Millisecond, 100*time.Millisecond); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			e.rep.Note("roundtrip: %s with OpenHands' tmux loop not measured: %v", q, err)
+		} else {
+			e.rep.Add(ms("roundtrip/tmux-openhands/"+c.key, g, q+" tmux as OpenHands' loop: read at once, then every 0.5 s, clear (0.1 s)", d, serveKey))
+		}
 		e.progress("%s: %s until 0.5 s of silence (%d rounds)", g, q, e.o.PollRounds)
 		if d, err = perf.Silence(ctx, c.command, e.o.PollRounds, 500*time.Millisecond); err != nil {
 			return err
