@@ -230,14 +230,16 @@ func TmuxPoll(ctx context.Context, command string, rounds int, interval time.Dur
 }
 
 // TmuxOpenHands times a command run the way OpenHands' tmux runtime
-// (openhands/runtime/utils/bash.py, BashSession.execute) runs one, step
-// for step: read the pane once before typing; type the command with
+// (its V0 line's openhands/runtime/utils/bash.py, BashSession.execute)
+// runs one, in its steps: read the pane once before typing; type the command with
 // send-keys and then Enter with a second send-keys (as libtmux's
 // send_keys(cmd, enter=True) does); read the pane at once and then every
 // interval until the command's end shows; then clear the screen for the
 // next command (send-keys C-l, a pause of settle, clear-history), which
 // OpenHands does before it hands back the result. Its end is a PS1 it
-// sets; here it is the same typed end marker as TmuxPoll's.
+// sets (which runs pwd and which python in subshells at every prompt);
+// here it is the same typed end marker as TmuxPoll's, which is kinder to
+// OpenHands.
 func TmuxOpenHands(ctx context.Context, command string, rounds int, interval, settle time.Duration) ([]time.Duration, error) {
 	t, err := startTmux(ctx)
 	if err != nil {

@@ -38,24 +38,13 @@ type proc struct {
 	recoverState // see recover.go
 
 	// started is the shell's start time (clock ticks after boot), read
-	// once by startTime.
+	// once at spawn; 0 when its stat could not be read.
 	started atomic.Uint64
 }
 
-// startTime is the shell's start time, 0 when its stat cannot be read.
-// Only for a shell not yet reaped, whose pid cannot have been reused:
-// the first read is kept.
-func (p *proc) startTime() uint64 {
-	if v := p.started.Load(); v != 0 {
-		return v
-	}
-	st, ok := readStat(p.pid)
-	if !ok {
-		return 0
-	}
-	p.started.CompareAndSwap(0, st.start)
-	return st.start
-}
+// startTime is the shell's start time as read at spawn, 0 when unknown
+// (newProcGroupAt then reads it).
+func (p *proc) startTime() uint64 { return p.started.Load() }
 
 // findShell picks the shell: the requested one, else bash, else sh.
 func findShell(want string) (string, error) {
@@ -133,6 +122,11 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 	}
 	p.cmd = c
 	p.pid = c.Process.Pid
+	// Not yet waited for, so not reaped: the pid is the shell's, and exec
+	// does not change a start time.
+	if st, ok := readStat(p.pid); ok {
+		p.started.Store(st.start)
+	}
 	return p, nil
 }
 

@@ -23,8 +23,8 @@ var roundTripCommands = []struct{ key, command, want string }{
 
 // roundTrip: each command through limbsd's API, through limbs serve into
 // a Docker sandbox and through limbs serve's MCP server, next to docker
-// exec, tmux polled every 0.5 s, a wait for 0.5 s of silence, and the
-// floor, a raw PTY ping-pong.
+// exec, tmux polled every 0.5 s, tmux driven as OpenHands' loop drives
+// it, a wait for 0.5 s of silence, and the floor, a raw PTY ping-pong.
 func (e *env) roundTrip(ctx context.Context) error {
 	const g = "roundtrip"
 	floorKey := "roundtrip/raw-pty"
