@@ -178,6 +178,37 @@ func ended(pane, mark string) bool {
 	return strings.Contains(pane, mark+"\n") || strings.HasSuffix(strings.TrimRight(pane, "\n "), mark)
 }
 
+// Sleep waits d, or until ctx ends (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// awaitEnd reads the pane until mark's output shows: first after first,
+// then every interval, for at most roundTimeout from t0.
+func (t *tmuxServer) awaitEnd(ctx context.Context, command, mark string, t0 time.Time, first, interval time.Duration) error {
+	deadline := t0.Add(roundTimeout)
+	for wait := first; ; wait = interval {
+		if err := Sleep(ctx, wait); err != nil {
+			return err
+		}
+		pane, err := t.capture(ctx)
+		if err != nil {
+			return err
+		}
+		if ended(pane, mark) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("tmux: the end of %q never showed in the pane:\n%s", command, pane)
+		}
+	}
+}
+
 // endMarker is the line typed after command in round i, and the output
 // it prints. The marker is typed as `echo __d""one_N` so that the echo
 // of what was typed never matches.
@@ -204,23 +235,8 @@ func TmuxPoll(ctx context.Context, command string, rounds int, interval time.Dur
 		if _, err := t.run(ctx, "send-keys", "-t", "bench", line, "Enter"); err != nil {
 			return out, err
 		}
-		deadline := t0.Add(roundTimeout)
-		for {
-			select {
-			case <-ctx.Done():
-				return out, ctx.Err()
-			case <-time.After(interval):
-			}
-			pane, err := t.capture(ctx)
-			if err != nil {
-				return out, err
-			}
-			if ended(pane, mark) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return out, fmt.Errorf("tmux: the end of %q never showed in the pane:\n%s", command, pane)
-			}
+		if err := t.awaitEnd(ctx, command, mark, t0, interval, interval); err != nil {
+			return out, err
 		}
 		if i > 0 {
 			out = append(out, time.Since(t0))
@@ -246,14 +262,6 @@ func TmuxOpenHands(ctx context.Context, command string, rounds int, interval, se
 		return nil, err
 	}
 	defer t.close()
-	wait := func(d time.Duration) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-			return nil
-		}
-	}
 	out := make([]time.Duration, 0, rounds)
 	for i := range rounds + 1 { // round 0 warms the shell up
 		line, mark := endMarker(command, i)
@@ -267,26 +275,13 @@ func TmuxOpenHands(ctx context.Context, command string, rounds int, interval, se
 		if _, err := t.run(ctx, "send-keys", "-t", "bench", "Enter"); err != nil {
 			return out, err
 		}
-		deadline := t0.Add(roundTimeout)
-		for {
-			pane, err := t.capture(ctx)
-			if err != nil {
-				return out, err
-			}
-			if ended(pane, mark) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return out, fmt.Errorf("tmux: the end of %q never showed in the pane:\n%s", command, pane)
-			}
-			if err := wait(interval); err != nil {
-				return out, err
-			}
+		if err := t.awaitEnd(ctx, command, mark, t0, 0, interval); err != nil {
+			return out, err
 		}
 		if _, err := t.run(ctx, "send-keys", "-t", "bench", "C-l"); err != nil {
 			return out, err
 		}
-		if err := wait(settle); err != nil {
+		if err := Sleep(ctx, settle); err != nil {
 			return out, err
 		}
 		if _, err := t.run(ctx, "clear-history", "-t", "bench"); err != nil {

@@ -12,15 +12,6 @@ import (
 // settle is how long a process is left idle before its memory is read.
 const settle = time.Second
 
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
 // density: the RSS of a fresh limbsd idle, with one session and per extra
 // idle session; the RSS of limbs serve per idle sandbox; and the host
 // memory of one idle Docker sandbox with one session (shim, init, limbsd,
@@ -33,7 +24,7 @@ func (e *env) density(ctx context.Context) error {
 		return err
 	}
 	defer l.Close()
-	if err := sleep(ctx, settle); err != nil {
+	if err := perf.Sleep(ctx, settle); err != nil {
 		return err
 	}
 	idle, err := perf.RSS(l.PID)
@@ -51,7 +42,7 @@ func (e *env) density(ctx context.Context) error {
 	if err := session("d0"); err != nil {
 		return err
 	}
-	if err := sleep(ctx, settle); err != nil {
+	if err := perf.Sleep(ctx, settle); err != nil {
 		return err
 	}
 	one, err := perf.RSS(l.PID)
@@ -63,7 +54,7 @@ func (e *env) density(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := sleep(ctx, settle); err != nil {
+	if err := perf.Sleep(ctx, settle); err != nil {
 		return err
 	}
 	more, err := perf.RSS(l.PID)
@@ -96,7 +87,7 @@ func (e *env) density(ctx context.Context) error {
 		return err
 	}
 	defer s.Close()
-	if err := sleep(ctx, settle); err != nil {
+	if err := perf.Sleep(ctx, settle); err != nil {
 		return err
 	}
 	serve0, err := perf.RSS(s.PID)
@@ -114,7 +105,7 @@ func (e *env) density(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := sleep(ctx, 2*settle); err != nil {
+	if err := perf.Sleep(ctx, 2*settle); err != nil {
 		return err
 	}
 	serveN, err := perf.RSS(s.PID)
