@@ -117,7 +117,7 @@ func (p *proc) backgroundList(since uint64, from int, typed time.Time) ([]wire.B
 // the pids allocated since are read when that window can be trusted
 // (pidwindow.go).
 func (p *proc) leftRunning(since uint64, from int, typed time.Time) []procStat {
-	g := newProcGroupAt(p.pid, p.startTime(), p.tty, true)
+	g := newProcGroupAt(p.pid, p.started, p.tty, true)
 	g.ttyDev, g.ttyIno = p.ttyDev, p.ttyIno
 	pids, listed := candidatePids(from, typed)
 	var fresh []procStat

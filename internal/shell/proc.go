@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/creack/pty"
@@ -37,14 +36,11 @@ type proc struct {
 
 	recoverState // see recover.go
 
-	// started is the shell's start time (clock ticks after boot), read
-	// once at spawn; 0 when its stat could not be read.
-	started atomic.Uint64
+	// started is the shell's start time (clock ticks after boot), read at
+	// spawn before p is shared, 0 when its stat could not be read
+	// (newProcGroupAt then reads it).
+	started uint64
 }
-
-// startTime is the shell's start time as read at spawn, 0 when unknown
-// (newProcGroupAt then reads it).
-func (p *proc) startTime() uint64 { return p.started.Load() }
 
 // findShell picks the shell: the requested one, else bash, else sh.
 func findShell(want string) (string, error) {
@@ -125,7 +121,7 @@ func spawn(shellPath string, env []string, dir string, cols, rows int, shRCPath 
 	// Not yet waited for, so not reaped: the pid is the shell's, and exec
 	// does not change a start time.
 	if st, ok := readStat(p.pid); ok {
-		p.started.Store(st.start)
+		p.started = st.start
 	}
 	return p, nil
 }
