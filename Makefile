@@ -31,6 +31,8 @@ build:
 
 test: build
 	$(GO) test -race -count=1 -timeout 30m ./...
+	@# Its check of the runtime's idle wake-ups cannot run under -race.
+	$(GO) test -count=1 ./internal/sysmon/
 
 test-short:
 	$(GO) test -race -short -count=1 ./...

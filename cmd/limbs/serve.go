@@ -27,6 +27,7 @@ import (
 	"github.com/limbs-dev/limbs/internal/provider/local"
 	"github.com/limbs-dev/limbs/internal/secret"
 	"github.com/limbs-dev/limbs/internal/shell"
+	"github.com/limbs-dev/limbs/internal/sysmon"
 )
 
 // localImage is the image name of local sandboxes: they see the host's
@@ -99,6 +100,10 @@ func runServe(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "limbs serve: --procs must be 0 (a quarter of the CPUs) or more")
 		return 2
 	}
+	// Started again with the runtime's sysmon kept awake (the doc of
+	// internal/sysmon): once the flags are known good, before anything
+	// is opened.
+	sysmon.Awake()
 	if n := serveProcs(*procs, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sysmon
+
+const raceEnabled = false
