@@ -190,7 +190,15 @@ type Log struct {
 	ring   eventRing
 	notify chan struct{} // closed when any event is appended
 	closed bool
+	// enc is append's encoding of the lines it writes, kept from one
+	// append to the next: a fresh buffer grew (and was cleared) anew for
+	// every api.call and follower batch.
+	enc bytes.Buffer
 }
+
+// maxEncKeep bounds the encoding buffer Log keeps between appends; one
+// grown past it by a large batch is let go.
+const maxEncKeep = 256 << 10
 
 // Open opens the logs in opts.Dir, creating it, cutting torn last lines,
 // and starts the syncer and the sweeper.
@@ -731,7 +739,13 @@ func (l *Log) append(id string, lines []line, each func(sl *sandboxLog, i int, l
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
+	buf := &l.enc
+	buf.Reset()
+	defer func() {
+		if buf.Cap() > maxEncKeep {
+			l.enc = bytes.Buffer{}
+		}
+	}()
 	out := make([]wire.Event, len(lines))
 	seq, cursor := sl.last, l.cursor
 	for i := range lines {
@@ -755,7 +769,7 @@ func (l *Log) append(id string, lines []line, each func(sl *sandboxLog, i int, l
 			ln.Event = maskEvent(ln.Event, sl.secrets)
 		}
 		n := buf.Len()
-		if err := ln.encode(&buf); err != nil {
+		if err := ln.encode(buf); err != nil {
 			buf.Truncate(n)
 			return nil, fmt.Errorf("encoding event %s of %s: %w", ln.Type, id, err)
 		}
