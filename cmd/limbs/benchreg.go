@@ -6,8 +6,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-
-	"github.com/limbs-dev/limbs/internal/sysmon"
 )
 
 // benchModes are the modes of `limbs bench [MODE] [flags]`: "" is the
@@ -44,10 +42,5 @@ func runBench(ctx context.Context, args []string) int {
 		}
 		return 2
 	}
-	// The measuring client keeps its runtime's sysmon awake, as limbs
-	// serve does (internal/sysmon): asleep, its own wake-ups were 30-70
-	// µs of every round trip it timed on a 2-core VM, a cost of the Go
-	// client and not of what is measured (docs/bench.md).
-	sysmon.Awake()
 	return m.run(ctx, args)
 }

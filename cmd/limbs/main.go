@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/limbs-dev/limbs/internal/sysmon"
 )
 
 // command is one verb of the CLI. It returns the process exit code.
@@ -23,7 +25,20 @@ type command struct {
 // one file a verb (exec.go, shell.go, cp.go, serve.go, ...).
 var commands = map[string]command{}
 
+// awakeVerbs start themselves again with the Go runtime's sysmon kept
+// awake (internal/sysmon): limbs serve, on the path of every forwarded
+// command, and limbs bench, whose own Go client times the round trips
+// (asleep, its wake-ups were 30-75 µs of each on a 2-core VM, a cost of
+// the measuring client and not of limbs; docs/bench.md). Both live long;
+// the other verbs are over before it would pay.
+var awakeVerbs = map[string]bool{"serve": true, "bench": true}
+
 func main() {
+	// First thing, before the signal handler: a SIGTERM now ends the
+	// process as it would any program starting.
+	if len(os.Args) > 1 && awakeVerbs[os.Args[1]] {
+		sysmon.Awake()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:]))

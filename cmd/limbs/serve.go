@@ -100,10 +100,6 @@ func runServe(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "limbs serve: --procs must be 0 (a quarter of the CPUs) or more")
 		return 2
 	}
-	// Started again with the runtime's sysmon kept awake (the doc of
-	// internal/sysmon): once the flags are known good, before anything
-	// is opened.
-	sysmon.Awake()
 	if n := serveProcs(*procs, os.Getenv("GOMAXPROCS") != "", runtime.GOMAXPROCS(0)); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
@@ -308,6 +304,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(control.LimitListener(ln, cfg.http.MaxConns)) }()
 	fmt.Fprintf(os.Stderr, "limbs serve: listening on %s (default provider %s, state dir %s)\n", cfg.listen, defaultProvider, cfg.stateDir)
+	log.Debug("the Go runtime's sysmon", "kept_awake", sysmon.Awakened(), "why", "docs/control.md; GODEBUG=schedtrace=0 turns it off")
 	if !strings.HasPrefix(cfg.listen, "unix:") {
 		fmt.Fprintf(os.Stderr, "limbs serve: dashboard at http://%s/ (log in with the token)\n", cfg.listen)
 	}

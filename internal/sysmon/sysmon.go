@@ -25,15 +25,19 @@
 // 2147483647 ms (24.8 days of the host's uptime), and the process is not
 // started again on a host up for longer than [maxUptime], where the line
 // would come at once: a process that lives past the mark writes one line
-// then, and one every 24.8 days. A GODEBUG that sets schedtrace itself
-// (GODEBUG=schedtrace=0 turns this off) is left alone.
+// then, and one every 24.8 days. With schedtrace set, the runtime also
+// prints its scheduler state (a line per P, M and goroutine) before the
+// traceback of a crash or of SIGQUIT. The process's /proc/PID/environ (and
+// ps e) shows the environment of the new start, the setting and the
+// carrier of the first GODEBUG included; what the process itself reads
+// and what its children inherit is the first GODEBUG. A GODEBUG that sets
+// schedtrace itself (GODEBUG=schedtrace=0 turns this off) is left alone.
 package sysmon
 
 import (
 	"os"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,40 +55,46 @@ const (
 	origEnv = "LIMBS_SYSMON_GODEBUG"
 )
 
-// Awake starts the running program again, with the same arguments, in the
-// same process (execve), with schedtrace added to its GODEBUG, unless it
-// already runs so. It returns in the process that runs so, after putting
-// back the GODEBUG the process was first started with; it also returns,
-// leaving everything as it is, when GODEBUG sets schedtrace already, when
-// the host has been up too long (see the package doc), under go test, or
-// when the program cannot be started again. Call it first thing, before
-// the process opens anything or starts goroutines of its own: what it
-// opened stays open across the new start, nothing else survives it.
+// Awake starts the running program again (execve of /proc/self/exe, the
+// very file that runs, with the same arguments) in the same process, with
+// schedtrace added to its GODEBUG, unless it already runs so. It returns
+// in the process that runs so, after putting back the GODEBUG the process
+// was first started with; it also returns, leaving everything as it is,
+// when GODEBUG sets schedtrace already, when the host has been up too long
+// (see the package doc), or when the program cannot be started again.
+//
+// Call it from main, first thing, before signal handlers and anything
+// else: what the process opened stays open across the new start, nothing
+// else survives it (a SIGTERM before it ends the process as it would any
+// program starting). Never call it from a test binary: it would start the
+// tests again.
 func Awake() {
-	awake(testing.Testing())
-}
-
-// awake is Awake; under go test only the test of the new start passes
-// false.
-func awake(underTest bool) {
 	if orig, ok := os.LookupEnv(origEnv); ok {
-		restore(orig)
-		return
-	}
-	if underTest {
-		return
+		if strings.HasPrefix(os.Getenv("GODEBUG"), setting) {
+			restore(orig)
+			awakened = true
+			return
+		}
+		// A carrier this package did not just set (copied from
+		// /proc/PID/environ into an env file, say): it says nothing of
+		// this process's GODEBUG, which stays as it is.
+		os.Unsetenv(origEnv)
 	}
 	env, ok := plan(os.Environ(), uptime())
 	if !ok {
 		return
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return
-	}
-	// On success this does not return.
-	_ = syscall.Exec(exe, os.Args, env)
+	// On success this does not return; it fails when /proc is not
+	// mounted, and the process goes on as it is.
+	_ = syscall.Exec("/proc/self/exe", os.Args, env)
 }
+
+// awakened is set by Awake in the process it started again.
+var awakened bool
+
+// Awakened reports whether Awake started this process again with sysmon
+// kept awake.
+func Awakened() bool { return awakened }
 
 // plan is the environment of the new start, or false when the process
 // is to go on as it is.
@@ -123,7 +133,8 @@ func plan(env []string, up time.Duration) ([]string, bool) {
 // hasSchedtrace reports whether a GODEBUG value sets schedtrace.
 func hasSchedtrace(v string) bool {
 	for f := range strings.SplitSeq(v, ",") {
-		if k, _, _ := strings.Cut(f, "="); strings.TrimSpace(k) == "schedtrace" {
+		// As the runtime reads it: no space is trimmed.
+		if k, _, _ := strings.Cut(f, "="); k == "schedtrace" {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package sysmon
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,7 +31,9 @@ func TestPlan(t *testing.T) {
 		{"a stale carrier is dropped", append(base, origEnv+"=unset"), time.Hour,
 			[]string{"PATH=/bin", "HOME=/h", "GODEBUG=" + setting, origEnv + "=unset"}},
 		{"schedtrace=0 turns it off", append(base, "GODEBUG=schedtrace=0"), time.Hour, nil},
-		{"the operator's schedtrace wins", append(base, "GODEBUG=gctrace=1, schedtrace=1000"), time.Hour, nil},
+		{"the operator's schedtrace wins", append(base, "GODEBUG=gctrace=1,schedtrace=1000"), time.Hour, nil},
+		{"a schedtrace the runtime ignores too", append(base, "GODEBUG= schedtrace=1000"), time.Hour,
+			[]string{"PATH=/bin", "HOME=/h", "GODEBUG=" + setting + ", schedtrace=1000", origEnv + "== schedtrace=1000"}},
 		{"a host up past the mark", base, maxUptime, nil},
 		{"no clock", base, 0, nil},
 	} {
@@ -57,7 +60,7 @@ func TestHelperAwake(t *testing.T) {
 		t.Skip("run by TestAwake")
 	}
 	if mode == "awake" {
-		awake(false)
+		Awake()
 	}
 	environ, _ := os.ReadFile("/proc/self/environ")
 	child, err := exec.Command("sh", "-c", `printf '%s|%s' "${GODEBUG-unset}" "${`+origEnv+`-unset}"`).Output()
@@ -67,8 +70,8 @@ func TestHelperAwake(t *testing.T) {
 	// The runtime's own wake-ups while the process does nothing.
 	before := switches(t)
 	time.Sleep(time.Second)
-	fmt.Printf("pid=%d\nstarted-with-setting=%v\nchild=%s\nidle-switches=%d\n",
-		os.Getpid(), strings.Contains(string(environ), "GODEBUG="+setting), child, switches(t)-before)
+	fmt.Printf("pid=%d\nstarted-with-setting=%v\nawakened=%v\nchild=%s\nidle-switches=%d\n",
+		os.Getpid(), strings.Contains(string(environ), "GODEBUG="+setting), Awakened(), child, switches(t)-before)
 }
 
 func switches(t *testing.T) int {
@@ -101,13 +104,22 @@ func TestAwake(t *testing.T) {
 	if uptime() >= maxUptime {
 		t.Skip("this host has been up past the runtime's schedtrace mark: awake leaves the process as it is (TestPlan)")
 	}
-	run := func(mode, godebug string) (pid int, out map[string]string) {
+	run := func(mode, godebug string, extra ...string) (pid int, out map[string]string) {
 		t.Helper()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAwake$", "-test.count=1")
-		cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperAwake$", "-test.count=1")
+		// Whatever GODEBUG or carrier go test itself runs with stays out.
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); k != "GODEBUG" && k != origEnv {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, helperEnv+"="+mode)
 		if godebug != "" {
 			cmd.Env = append(cmd.Env, "GODEBUG="+godebug)
 		}
+		cmd.Env = append(cmd.Env, extra...)
 		var stdout strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 		if err := cmd.Start(); err != nil {
@@ -124,10 +136,23 @@ func TestAwake(t *testing.T) {
 		}
 		return cmd.Process.Pid, out
 	}
-	for _, godebug := range []string{"", "http2debug=0"} {
-		pid, out := run("awake", godebug)
+	for _, tc := range []struct {
+		godebug string
+		extra   []string
+	}{
+		{"", nil},
+		{"http2debug=0", nil},
+		// A carrier copied from another process's environ: ignored, and
+		// not seen by the children either.
+		{"http2debug=0", []string{origEnv + "==gctrace=1"}},
+	} {
+		godebug := tc.godebug
+		pid, out := run("awake", godebug, tc.extra...)
 		if out["pid"] != strconv.Itoa(pid) {
 			t.Errorf("GODEBUG=%q: the new start ran as pid %s, want the same process, %d", godebug, out["pid"], pid)
+		}
+		if out["awakened"] != "true" {
+			t.Errorf("GODEBUG=%q: Awakened() is %s in the new start", godebug, out["awakened"])
 		}
 		if out["started-with-setting"] != "true" {
 			t.Errorf("GODEBUG=%q: the new start's environment lacks GODEBUG=%s", godebug, setting)
