@@ -1,12 +1,14 @@
 package docker
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/client"
@@ -296,6 +298,36 @@ func TestCreateErrors(t *testing.T) {
 			}
 			if _, err := p.cli.VolumeInspect(ctx, volumeName(spec.ID), client.VolumeInspectOptions{}); err == nil {
 				t.Errorf("volume %s left behind", volumeName(spec.ID))
+			}
+		})
+	}
+}
+
+// TestCreateCanceledLeavesNothing: a Create whose caller goes away at any
+// moment (a client killed in the middle of a create) either makes the
+// sandbox or leaves no container and no volume of its id: the engine goes
+// on with a create its client hung up on, so the container it makes after
+// the cancellation must still be found and removed.
+func TestCreateCanceledLeavesNothing(t *testing.T) {
+	p := newProvider(t)
+	for _, d := range []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+		20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond} {
+		t.Run(d.String(), func(t *testing.T) {
+			spec := newSpec(t, p, nil)
+			ctx, cancel := context.WithTimeout(t.Context(), d)
+			_, err := p.Create(ctx, spec)
+			cancel()
+			if err == nil {
+				return // made before the cancellation: newSpec's cleanup removes it
+			}
+			// Whatever the engine still had in hand has landed by now.
+			time.Sleep(2 * time.Second)
+			ctx = t.Context()
+			if _, err := p.cli.ContainerInspect(ctx, containerName(spec.ID), client.ContainerInspectOptions{}); err == nil {
+				t.Errorf("Create cancelled after %v: container %s left behind", d, containerName(spec.ID))
+			}
+			if _, err := p.cli.VolumeInspect(ctx, volumeName(spec.ID), client.VolumeInspectOptions{}); err == nil {
+				t.Errorf("Create cancelled after %v: volume %s left behind", d, volumeName(spec.ID))
 			}
 		})
 	}

@@ -74,7 +74,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 			}
 			vc.Labels[labelLower] = spec.WorkspaceLower
 		}
-		vol, err := p.cli.VolumeCreate(ctx, vc)
+		vctx, cancel := engineCallContext(ctx)
+		vol, err := p.cli.VolumeCreate(vctx, vc)
+		cancel()
 		if err != nil {
 			return fail(engineErr(fmt.Sprintf("sandbox %q: creating workspace volume %s", spec.ID, name), err))
 		}
@@ -92,7 +94,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 	}
 
 	opts := p.opts.createOptions(spec, noCopy)
-	created, err := p.cli.ContainerCreate(ctx, opts)
+	cctx, cancel := engineCallContext(ctx)
+	created, err := p.cli.ContainerCreate(cctx, opts)
+	cancel()
 	if err != nil {
 		err = engineErr(fmt.Sprintf("sandbox %q: creating container", spec.ID), err)
 		if errors.Is(err, wire.ErrNotFound) {
@@ -113,8 +117,27 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Insta
 		return fail(engineErr(fmt.Sprintf("sandbox %q: starting container", spec.ID), err))
 	}
 	p.dirs.set(spec.ID, dir)
+	inst, err := p.Inspect(ctx, spec.ID)
+	if err != nil {
+		p.dirs.drop(spec.ID)
+		return fail(err)
+	}
 	log.Info("sandbox created", "container", created.ID[:12], "image", spec.Image)
-	return p.Inspect(ctx, spec.ID)
+	return inst, nil
+}
+
+// engineCallTimeout bounds an engine call that Create makes whatever
+// becomes of its caller.
+const engineCallTimeout = 2 * time.Minute
+
+// engineCallContext is ctx without its cancellation, bounded by
+// engineCallTimeout, for the engine calls that make something: the engine
+// goes on with a create whose client hung up, so a create cut short would
+// leave a container or volume that no cleanup knows of (a client killed
+// in the middle of a create left its container behind). Once the call
+// returns, what it made is known and the cleanups can take it.
+func engineCallContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), engineCallTimeout)
 }
 
 // giveVolume hands a fresh volume's root to the sandbox's user by chowning
