@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -524,4 +525,55 @@ func (letters) Read(p []byte) (int, error) {
 		p[i] = 'a'
 	}
 	return len(p), nil
+}
+
+// TestServeListenPortZero: with --listen 127.0.0.1:0 limbs serve says
+// which port it got, in the listening and the dashboard lines, and
+// answers there.
+func TestServeListenPortZero(t *testing.T) {
+	limbs := testbin.Path(t, "limbs", false)
+	limbsd := testbin.Path(t, "limbsd", false)
+	state := t.TempDir()
+	cmd := exec.Command(limbs, "serve", "--listen", "127.0.0.1:0", "--token", "tok", "--state-dir", state,
+		"--provider", "local", "--limbsd", limbsd)
+	var logs testbin.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	re := regexp.MustCompile(`listening on 127\.0\.0\.1:(\d+) `)
+	var port string
+	testbin.Eventually(t, "limbs serve says where it listens", 30*time.Second, func() bool {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			port = m[1]
+		}
+		return port != ""
+	})
+	if port == "0" {
+		t.Fatalf("limbs serve says it listens on port 0:\n%s", logs.String())
+	}
+	addr := "127.0.0.1:" + port
+	testbin.Eventually(t, "the dashboard line names the port", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "dashboard at http://"+addr+"/")
+	})
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://" + addr + "/v1/health")
+	if err != nil {
+		t.Fatalf("GET /v1/health on the port it named: %v\n%s", err, logs.String())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /v1/health on %s: %s", addr, resp.Status)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -303,10 +304,15 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	hs := control.NewHTTPServer(h, cfg.http, log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(control.LimitListener(ln, cfg.http.MaxConns)) }()
-	fmt.Fprintf(os.Stderr, "limbs serve: listening on %s (default provider %s, state dir %s)\n", cfg.listen, defaultProvider, cfg.stateDir)
+	// The address bound, so that --listen 127.0.0.1:0 says which port.
+	listen := cfg.listen
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		listen = a.String()
+	}
+	fmt.Fprintf(os.Stderr, "limbs serve: listening on %s (default provider %s, state dir %s)\n", listen, defaultProvider, cfg.stateDir)
 	log.Debug("the Go runtime's sysmon", "kept_awake", sysmon.Awakened(), "why", "docs/control.md; GODEBUG=schedtrace=0 turns it off")
 	if !strings.HasPrefix(cfg.listen, "unix:") {
-		fmt.Fprintf(os.Stderr, "limbs serve: dashboard at http://%s/ (log in with the token)\n", cfg.listen)
+		fmt.Fprintf(os.Stderr, "limbs serve: dashboard at http://%s/ (log in with the token)\n", listen)
 	}
 	select {
 	case err := <-errc:
