@@ -188,6 +188,23 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// warmedRounds runs round rounds+1 times and returns how long each but
+// the first took: round 0 warms up the shell (or waits out its start), as
+// a session an agent has used a while would be. t0 is the round's start.
+func warmedRounds(rounds int, round func(i int, t0 time.Time) error) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, rounds)
+	for i := range rounds + 1 {
+		t0 := time.Now()
+		if err := round(i, t0); err != nil {
+			return out, err
+		}
+		if i > 0 {
+			out = append(out, time.Since(t0))
+		}
+	}
+	return out, nil
+}
+
 // awaitEnd reads the pane until mark's output shows: first after first,
 // then every interval, for at most roundTimeout from t0.
 func (t *tmuxServer) awaitEnd(ctx context.Context, command, mark string, t0 time.Time, first, interval time.Duration) error {
@@ -228,21 +245,13 @@ func TmuxPoll(ctx context.Context, command string, rounds int, interval time.Dur
 		return nil, err
 	}
 	defer t.close()
-	out := make([]time.Duration, 0, rounds)
-	for i := range rounds + 1 { // round 0 warms the shell up
+	return warmedRounds(rounds, func(i int, t0 time.Time) error {
 		line, mark := endMarker(command, i)
-		t0 := time.Now()
 		if _, err := t.run(ctx, "send-keys", "-t", "bench", line, "Enter"); err != nil {
-			return out, err
+			return err
 		}
-		if err := t.awaitEnd(ctx, command, mark, t0, interval, interval); err != nil {
-			return out, err
-		}
-		if i > 0 {
-			out = append(out, time.Since(t0))
-		}
-	}
-	return out, nil
+		return t.awaitEnd(ctx, command, mark, t0, interval, interval)
+	})
 }
 
 // TmuxOpenHands times a command run the way OpenHands' tmux runtime
@@ -262,36 +271,29 @@ func TmuxOpenHands(ctx context.Context, command string, rounds int, interval, se
 		return nil, err
 	}
 	defer t.close()
-	out := make([]time.Duration, 0, rounds)
-	for i := range rounds + 1 { // round 0 warms the shell up
+	return warmedRounds(rounds, func(i int, t0 time.Time) error {
 		line, mark := endMarker(command, i)
-		t0 := time.Now()
 		if _, err := t.capture(ctx); err != nil {
-			return out, err
+			return err
 		}
 		if _, err := t.run(ctx, "send-keys", "-t", "bench", line); err != nil {
-			return out, err
+			return err
 		}
 		if _, err := t.run(ctx, "send-keys", "-t", "bench", "Enter"); err != nil {
-			return out, err
+			return err
 		}
 		if err := t.awaitEnd(ctx, command, mark, t0, 0, interval); err != nil {
-			return out, err
+			return err
 		}
 		if _, err := t.run(ctx, "send-keys", "-t", "bench", "C-l"); err != nil {
-			return out, err
+			return err
 		}
 		if err := Sleep(ctx, settle); err != nil {
-			return out, err
+			return err
 		}
-		if _, err := t.run(ctx, "clear-history", "-t", "bench"); err != nil {
-			return out, err
-		}
-		if i > 0 {
-			out = append(out, time.Since(t0))
-		}
-	}
-	return out, nil
+		_, err := t.run(ctx, "clear-history", "-t", "bench")
+		return err
+	})
 }
 
 // Silence times a command run the way many agent tools run one: typed
@@ -320,36 +322,29 @@ func Silence(ctx context.Context, command string, rounds int, quiet time.Duratio
 			}
 		}
 	}()
-	out := make([]time.Duration, 0, rounds)
-	for i := range rounds + 1 { // round 0 waits out the shell's start
-		t0 := time.Now()
+	return warmedRounds(rounds, func(int, time.Time) error {
 		if _, err := p.F.WriteString(command + "\n"); err != nil {
-			return out, err
+			return err
 		}
 		timer := time.NewTimer(quiet)
+		defer timer.Stop()
 		deadline := time.After(roundTimeout)
-	wait:
 		for {
 			select {
 			case c := <-arrivals:
 				if c.err != nil {
-					timer.Stop()
-					return out, fmt.Errorf("the shell's PTY: %w", c.err)
+					return fmt.Errorf("the shell's PTY: %w", c.err)
 				}
 				timer.Reset(quiet)
 			case <-timer.C:
-				break wait
+				return nil
 			case <-deadline:
-				return out, fmt.Errorf("%q never fell silent for %s", command, quiet)
+				return fmt.Errorf("%q never fell silent for %s", command, quiet)
 			case <-ctx.Done():
-				return out, ctx.Err()
+				return ctx.Err()
 			}
 		}
-		if i > 0 {
-			out = append(out, time.Since(t0))
-		}
-	}
-	return out, nil
+	})
 }
 
 // DockerRun times `docker run --rm --network none IMAGE true`, rounds
