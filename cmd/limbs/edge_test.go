@@ -292,23 +292,43 @@ func TestSafe(t *testing.T) {
 // 127.0.0.1 port with extra flags and returns its address and process.
 func realServe(t *testing.T, flags ...string) (string, *os.Process) {
 	t.Helper()
-	limbs := testbin.Path(t, "limbs", false)
-	limbsd := testbin.Path(t, "limbsd", false)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	proc, _ := startServe(t, addr, flags...)
+	// No kept-alive connection is left behind: tests count the server's
+	// open connections.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	testbin.Eventually(t, "limbs serve answers", 30*time.Second, func() bool {
+		resp, err := hc.Get("http://" + addr + "/v1/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	return addr, proc
+}
+
+// startServe starts the real `limbs serve` (local provider, token "tok")
+// listening on listen with extra flags, and stops it (SIGTERM, then
+// SIGKILL after 10 s) when the test ends; its output is in the buffer,
+// and is logged when the test failed.
+func startServe(t *testing.T, listen string, flags ...string) (*os.Process, *testbin.Buffer) {
+	t.Helper()
+	limbs := testbin.Path(t, "limbs", false)
+	limbsd := testbin.Path(t, "limbsd", false)
 	state, err := os.MkdirTemp("", "serve")
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"serve", "--listen", addr, "--token", "tok", "--state-dir", state,
+	args := append([]string{"serve", "--listen", listen, "--token", "tok", "--state-dir", state,
 		"--provider", "local", "--limbsd", limbsd}, flags...)
 	cmd := exec.Command(limbs, args...)
-	var logs testbin.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &testbin.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -327,17 +347,7 @@ func realServe(t *testing.T, flags ...string) (string, *os.Process) {
 			t.Logf("limbs serve output:\n%s", logs.String())
 		}
 	})
-	// No kept-alive connection is left behind: tests count the server's
-	// open connections.
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	testbin.Eventually(t, "limbs serve answers", 30*time.Second, func() bool {
-		resp, err := hc.Get("http://" + addr + "/v1/health")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
-	return addr, cmd.Process
+	return cmd.Process, logs
 }
 
 // vmRSS is the resident memory of process pid in KiB.
@@ -531,27 +541,7 @@ func (letters) Read(p []byte) (int, error) {
 // which port it got, in the listening and the dashboard lines, and
 // answers there.
 func TestServeListenPortZero(t *testing.T) {
-	limbs := testbin.Path(t, "limbs", false)
-	limbsd := testbin.Path(t, "limbsd", false)
-	state := t.TempDir()
-	cmd := exec.Command(limbs, "serve", "--listen", "127.0.0.1:0", "--token", "tok", "--state-dir", state,
-		"--provider", "local", "--limbsd", limbsd)
-	var logs testbin.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	_, logs := startServe(t, "127.0.0.1:0")
 	re := regexp.MustCompile(`listening on 127\.0\.0\.1:(\d+) `)
 	var port string
 	testbin.Eventually(t, "limbs serve says where it listens", 30*time.Second, func() bool {
