@@ -173,11 +173,21 @@ func (p *proc) setSize(cols, rows int) {
 	})
 }
 
-// unread is how many bytes the terminal holds that nobody has read yet.
+// unread is how many bytes the terminal holds that nobody has read yet
+// (at least 1 when it holds any). What a process writes to the terminal
+// reaches the master's line discipline through a kernel worker: right
+// after the write, and for as long as the worker waits for a CPU on a busy
+// host, TIOCINQ says 0 while the output is on its way. A poll of the
+// master waits for that worker (n_tty_poll flushes the terminal's
+// buffer), so output a shell wrote before it went to sleep is counted.
 func (p *proc) unread() int {
 	n := 0
 	_ = p.control(func(fd int) {
-		if v, err := unix.IoctlGetInt(fd, unix.TIOCINQ); err == nil {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if k, err := unix.Poll(fds, 0); err == nil && k > 0 && fds[0].Revents&unix.POLLIN != 0 {
+			n = 1
+		}
+		if v, err := unix.IoctlGetInt(fd, unix.TIOCINQ); err == nil && v > n {
 			n = v
 		}
 	})
