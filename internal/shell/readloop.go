@@ -51,9 +51,14 @@ func (s *Session) readPTY(rc syscall.RawConn, buf []byte) (int, error) {
 	var errno error
 	err := rc.Read(func(fd uintptr) bool {
 		for {
+			// Counted before the read: between a read that took the
+			// terminal's last bytes and a count after it, the terminal
+			// and the counter would both say nothing is on its way
+			// (drained), with an end marker in buf.
+			s.inflight.Add(1)
 			n, errno = syscall.Read(int(fd), buf)
-			if n > 0 {
-				s.inflight.Add(1)
+			if n <= 0 {
+				s.inflight.Add(-1)
 			}
 			switch errno {
 			case syscall.EINTR:
